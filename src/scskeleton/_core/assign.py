@@ -1,0 +1,163 @@
+"""Soft assignment of points to centers and deterministic k-means seeding.
+
+The soft assignment is the closed-form minimiser of an entropy-regularised
+quantization error, shared by DDRTree (eq. 32 of the DDRTree/SPL paper) and the
+regularized principal graph (eq. 18 of the RPG paper):
+
+    r_ik = exp(-||z_i - c_k||^2 / sigma) / sum_l exp(-||z_i - c_l||^2 / sigma).
+
+It is computed in row chunks so that only a chunk × K block of distances exists
+at any time. Weights smaller than 1e-12 times their row's largest weight are set
+to zero before the row is normalised. This keeps R sparse for small ``sigma``
+(so ``R.T @ X`` costs O(nnz · D)) and avoids denormal floats, which make every
+later product with R two orders of magnitude slower. The cost is bounded: for
+the entropy-regularised quantization, f(r) - f(r*) = sigma · KL(r || r*), and
+truncating a row that loses mass δ ≤ (K - 1) · 1e-12 gives KL = -log(1 - δ),
+so the objective rises by at most sigma · K · 1e-12 per point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+#: Rows processed at once; bounds the temporary chunk × K distance block.
+CHUNK_ROWS = 8_192
+#: Below this fraction of non-zero entries R is returned as CSR.
+SPARSE_DENSITY = 0.25
+#: Weights below exp(LOG_CUTOFF) = 1e-12 of their row's largest are set to zero.
+LOG_CUTOFF = float(np.log(1e-12))
+
+
+@dataclass(frozen=True)
+class SoftAssignment:
+    """Result of :func:`soft_assignment`.
+
+    Attributes
+    ----------
+    matrix
+        N × K assignment R; rows sum to one. Dense ``ndarray`` or CSR.
+    neg_entropy
+        ``sum_ik r_ik log r_ik`` (the Omega(R) term of eq. 31), computed in the
+        log domain so that it is exact for entries that underflow.
+    """
+
+    matrix: np.ndarray | sparse.csr_matrix
+    neg_entropy: float
+
+    @property
+    def column_mass(self) -> np.ndarray:
+        """``1ᵀR``: the (soft) number of points per center, Gamma's diagonal."""
+        return np.asarray(self.matrix.sum(axis=0)).ravel()
+
+
+def squared_distances(points: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances between rows of ``points`` and ``centers``.
+
+    Uses the expansion ||x||² - 2 x·c + ||c||² (one BLAS call) and clips the
+    round-off negatives to zero.
+    """
+    d2 = points @ (-2.0 * centers.T)
+    d2 += np.einsum("ij,ij->i", points, points)[:, None]
+    d2 += np.einsum("ij,ij->i", centers, centers)[None, :]
+    np.maximum(d2, 0.0, out=d2)
+    return d2
+
+
+def soft_assignment(
+    points: np.ndarray, centers: np.ndarray, sigma: float, *, chunk_rows: int = CHUNK_ROWS
+) -> SoftAssignment:
+    """Entropy-regularised soft assignment of ``points`` (N × d) to ``centers`` (K × d).
+
+    Subtracting each row's minimum distance before exponentiating keeps the
+    largest term of every row at exp(0) = 1, so no row can underflow to all
+    zeros however small ``sigma`` is.
+    """
+    n_points, n_centers = points.shape[0], centers.shape[0]
+    values, columns, row_counts = [], [], []
+    neg_entropy = 0.0
+    for start in range(0, n_points, chunk_rows):
+        log_weights = squared_distances(points[start : start + chunk_rows], centers)
+        log_weights -= log_weights.min(axis=1, keepdims=True)
+        log_weights *= -1.0 / sigma  # log of the unnormalised weights; row maximum 0
+        rows, cols = np.nonzero(log_weights >= LOG_CUTOFF)
+        log_kept = log_weights[rows, cols]
+        kept = np.exp(log_kept)
+        log_row_sum = np.log(np.bincount(rows, weights=kept, minlength=log_weights.shape[0]))
+        log_kept -= log_row_sum[rows]  # log r_ik
+        kept = np.exp(log_kept)
+        neg_entropy += float(kept @ log_kept)
+        values.append(kept)
+        columns.append(cols)
+        row_counts.append(np.bincount(rows, minlength=log_weights.shape[0]))
+    indptr = np.concatenate([[0], np.cumsum(np.concatenate(row_counts))])
+    matrix = sparse.csr_matrix(
+        (np.concatenate(values), np.concatenate(columns), indptr), shape=(n_points, n_centers)
+    )
+    if matrix.nnz >= SPARSE_DENSITY * n_points * n_centers:
+        matrix = matrix.toarray()
+    return SoftAssignment(matrix=matrix, neg_entropy=neg_entropy)
+
+
+def kmeans_plus_plus(points: np.ndarray, n_centers: int, rng: np.random.Generator) -> np.ndarray:
+    """k-means++ seeding (Arthur & Vassilvitskii, 2007); returns center indices.
+
+    Each new center is drawn with probability proportional to the squared
+    distance to the closest center chosen so far. O(N · K · d).
+    """
+    n_points = points.shape[0]
+    chosen = np.empty(n_centers, dtype=np.intp)
+    chosen[0] = rng.integers(n_points)
+    closest = squared_distances(points, points[chosen[:1]]).ravel()
+    for k in range(1, n_centers):
+        total = closest.sum()
+        if total <= 0:  # fewer distinct points than centers: take any unused point
+            unused = np.setdiff1d(np.arange(n_points), chosen[:k])
+            chosen[k] = unused[rng.integers(unused.size)]
+        else:
+            chosen[k] = rng.choice(n_points, p=closest / total)
+        np.minimum(closest, squared_distances(points, points[chosen[k : k + 1]]).ravel(), out=closest)
+    return chosen
+
+
+def kmeans(
+    points: np.ndarray,
+    n_centers: int,
+    *,
+    random_state: int = 0,
+    max_iter: int = 10,
+    max_points: int = 50_000,
+    chunk_rows: int = CHUNK_ROWS,
+) -> np.ndarray:
+    """Deterministic k-means: k-means++ seeding, then Lloyd iterations.
+
+    Pure numpy, single pass order, so the same ``random_state`` gives
+    bit-identical centers on any machine and thread count. Above ``max_points``
+    points, seeding and Lloyd run on a random subset of that size: the result is
+    only an initialisation, which the solvers refine on all points. A center that
+    loses all its points keeps its previous position. Returns the K × d centers.
+    """
+    rng = np.random.default_rng(random_state)
+    if points.shape[0] > max_points:
+        points = points[np.sort(rng.choice(points.shape[0], size=max_points, replace=False))]
+    centers = points[kmeans_plus_plus(points, n_centers, rng)].copy()
+    labels = np.full(points.shape[0], -1, dtype=np.intp)
+    for _ in range(max_iter):
+        new_labels = np.concatenate(
+            [
+                squared_distances(points[s : s + chunk_rows], centers).argmin(axis=1)
+                for s in range(0, points.shape[0], chunk_rows)
+            ]
+        )
+        if np.array_equal(new_labels, labels):
+            break
+        labels = new_labels
+        counts = np.bincount(labels, minlength=n_centers)
+        sums = np.column_stack(
+            [np.bincount(labels, weights=points[:, j], minlength=n_centers) for j in range(points.shape[1])]
+        )
+        filled = counts > 0
+        centers[filled] = sums[filled] / counts[filled, None]
+    return centers

@@ -1,0 +1,348 @@
+"""Trajectories on any node graph: projection of cells, geodesic pseudotime,
+branch points, segments and paths.
+
+Works for trees and for graphs with cycles or several connected components.
+Edge lengths are the Euclidean distances between node positions; the
+adjacency only says which nodes are joined (its weights are not lengths).
+Nothing here is N × N: cells are handled through their nearest node and its
+incident edges, distances between nodes by Dijkstra over the K-node graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
+
+from .assign import CHUNK_ROWS, squared_distances
+from .graphs import degrees, edge_lengths, symmetrize
+
+
+@dataclass(frozen=True)
+class GraphProjection:
+    """Where each cell lands on the graph.
+
+    The projection point of cell i is
+    ``nodes[edge_start[i]] + fraction[i] * (nodes[edge_end[i]] - nodes[edge_start[i]])``.
+    ``edge_start`` is the cell's nearest node; ``edge_end == edge_start`` for
+    cells whose nearest node has no edges.
+    """
+
+    edge_start: np.ndarray
+    edge_end: np.ndarray
+    fraction: np.ndarray
+    distance: np.ndarray
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Branch points, leaves and segments of a node graph.
+
+    A segment is a maximal path whose inner nodes have degree 2 and are not a
+    root; it runs between branch points (degree ≥ 3), leaves (degree 1), roots
+    or, for a component
+    that is a bare cycle, from a node back to itself. An isolated node is a
+    segment of its own. Segments are oriented away from the root(s) and
+    numbered in order of their start's distance from the root.
+    """
+
+    branch_points: np.ndarray
+    leaves: np.ndarray
+    segments: list[np.ndarray]
+    edge_segment: sparse.csr_matrix  # (u, v) -> segment id + 1 on every edge
+
+    def segment_of(self, projection: GraphProjection) -> np.ndarray:
+        """Segment id of each projected cell."""
+        on_edge = projection.edge_start != projection.edge_end
+        ids = np.empty(projection.edge_start.size, dtype=np.intp)
+        ids[on_edge] = (
+            np.asarray(self.edge_segment[projection.edge_start[on_edge], projection.edge_end[on_edge]]).ravel() - 1
+        )
+        if (~on_edge).any():
+            lonely = {int(seg[0]): i for i, seg in enumerate(self.segments) if seg.size == 1}
+            ids[~on_edge] = [lonely[int(k)] for k in projection.edge_start[~on_edge]]
+        return ids
+
+
+def neighbour_table(adjacency: sparse.spmatrix) -> np.ndarray:
+    """K × max_degree table of neighbours, padded with -1."""
+    adjacency = symmetrize(adjacency)
+    deg = np.diff(adjacency.indptr)
+    table = np.full((adjacency.shape[0], max(int(deg.max(initial=0)), 1)), -1, dtype=np.intp)
+    rows = np.repeat(np.arange(adjacency.shape[0]), deg)
+    slots = np.arange(adjacency.nnz) - np.repeat(adjacency.indptr[:-1], deg)
+    table[rows, slots] = adjacency.indices
+    return table
+
+
+def project_onto_graph(points: np.ndarray, nodes: np.ndarray, adjacency: sparse.spmatrix) -> GraphProjection:
+    """Project each point onto the graph: its nearest node, then the closest
+    point on the edges incident to that node (orthogonal projection clamped to
+    the segment). O(N · (K + degree) · d) time, O(chunk · (K + degree) · d) memory.
+    """
+    table = neighbour_table(adjacency)
+    n_points, dim = points.shape
+    chunk = max(1, min(CHUNK_ROWS, (1 << 22) // (table.shape[1] * dim)))
+    starts = np.empty(n_points, dtype=np.intp)
+    ends = np.empty(n_points, dtype=np.intp)
+    fraction = np.empty(n_points)
+    distance = np.empty(n_points)
+    for lo in range(0, n_points, chunk):
+        block = points[lo : lo + chunk]
+        nearest = squared_distances(block, nodes).argmin(axis=1)
+        neighbours = table[nearest]  # c × m
+        valid = neighbours >= 0
+        origin = nodes[nearest]  # c × d
+        direction = nodes[np.where(valid, neighbours, nearest[:, None])] - origin[:, None, :]  # c × m × d
+        length2 = np.einsum("cmd,cmd->cm", direction, direction)
+        offset = block - origin
+        along = np.einsum("cmd,cd->cm", direction, offset)
+        t = np.clip(np.divide(along, length2, out=np.zeros_like(along), where=length2 > 0), 0.0, 1.0)
+        residual = offset[:, None, :] - t[..., None] * direction
+        dist2 = np.einsum("cmd,cmd->cm", residual, residual)
+        dist2[~valid] = np.inf
+        best = dist2.argmin(axis=1)
+        rows = np.arange(block.shape[0])
+        has_edge = valid[rows, best]
+        starts[lo : lo + chunk] = nearest
+        ends[lo : lo + chunk] = np.where(has_edge, neighbours[rows, best], nearest)
+        fraction[lo : lo + chunk] = np.where(has_edge, t[rows, best], 0.0)
+        distance[lo : lo + chunk] = np.sqrt(
+            np.where(has_edge, dist2[rows, best], np.einsum("cd,cd->c", offset, offset))
+        )
+    return GraphProjection(edge_start=starts, edge_end=ends, fraction=fraction, distance=distance)
+
+
+def geodesic_from(adjacency: sparse.spmatrix, nodes: np.ndarray, sources) -> np.ndarray:
+    """Graph distances (sum of Euclidean edge lengths) from ``sources``.
+
+    Returns a len(sources) × K array (inf where unreachable).
+    """
+    return csgraph.dijkstra(edge_lengths(adjacency, nodes), directed=False, indices=np.atleast_1d(sources))
+
+
+def cell_geodesic(
+    projection: GraphProjection, node_distance: np.ndarray, nodes: np.ndarray
+) -> np.ndarray:
+    """Geodesic distance of each cell's projection point, given node distances.
+
+    The point splits its edge (u, v): the distance is the smaller of
+    d(u) + t·|uv| and d(v) + (1 - t)·|uv|, exact on trees and cycles alike.
+    """
+    start, end, t = projection.edge_start, projection.edge_end, projection.fraction
+    length = np.linalg.norm(nodes[end] - nodes[start], axis=1)
+    return np.minimum(node_distance[start] + t * length, node_distance[end] + (1.0 - t) * length)
+
+
+def pseudotime(
+    projection: GraphProjection, adjacency: sparse.spmatrix, nodes: np.ndarray, roots
+) -> np.ndarray:
+    """Geodesic pseudotime of every cell from the nearest of ``roots``.
+
+    Cells in a connected component that holds no root get NaN.
+    """
+    node_distance = geodesic_from(adjacency, nodes, roots).min(axis=0)
+    time = cell_geodesic(projection, node_distance, nodes)
+    time[~np.isfinite(time)] = np.nan
+    return time
+
+
+def prune_short_branches(
+    adjacency: sparse.spmatrix, *, min_branch_nodes: int, protected=()
+) -> tuple[sparse.csr_matrix, dict[int, int]]:
+    """Drop terminal branches with fewer than ``min_branch_nodes`` nodes.
+
+    A terminal branch is the path from a leaf up to (not including) the first
+    node of degree ≥ 3. Such short stubs are a known artefact of spanning
+    trees over noisy centers (Monocle 2 prunes them too). Branches holding a
+    ``protected`` node (the root) are kept, and so are components that are a
+    bare path. Returns the pruned adjacency and, for each removed node, the
+    kept node its branch hung from.
+    """
+    adjacency = symmetrize(adjacency)
+    neighbours = [set(adjacency.indices[adjacency.indptr[k] : adjacency.indptr[k + 1]].tolist()) for k in range(adjacency.shape[0])]
+    protected = {int(p) for p in np.atleast_1d(protected)}
+    attach: dict[int, int] = {}
+    changed = min_branch_nodes > 1
+    while changed:
+        changed = False
+        for leaf in range(len(neighbours)):
+            if len(neighbours[leaf]) != 1 or leaf in protected:
+                continue
+            branch, previous = [leaf], None
+            here = leaf
+            while len(neighbours[here]) <= 2:
+                step = next((n for n in neighbours[here] if n != previous), None)
+                if step is None:  # the component is a bare path
+                    break
+                previous, here = here, step
+                if len(neighbours[here]) <= 2:
+                    branch.append(here)
+            if len(neighbours[here]) < 3 or len(branch) >= min_branch_nodes or protected & set(branch):
+                continue
+            hub = here
+            for node in branch:
+                for other in list(neighbours[node]):
+                    neighbours[other].discard(node)
+                neighbours[node].clear()
+                attach[node] = hub
+            changed = True
+    for node, hub in attach.items():  # a hub may itself have been pruned later
+        while hub in attach:
+            hub = attach[hub]
+        attach[node] = hub
+    rows = [k for k, ns in enumerate(neighbours) for _ in ns]
+    cols = [n for ns in neighbours for n in ns]
+    pruned = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=adjacency.shape)
+    return pruned, attach
+
+
+def topology(adjacency: sparse.spmatrix, nodes: np.ndarray, roots=(), *, min_branch_nodes: int = 0) -> Topology:
+    """Branch points, leaves and segments of the graph (see :class:`Topology`).
+
+    Terminal branches with fewer than ``min_branch_nodes`` nodes are pruned
+    first (:func:`prune_short_branches`); their edges count towards the
+    segment of the node they hang from, the one nearest the root.
+    """
+    roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
+    full = symmetrize(adjacency)
+    adjacency, attach = prune_short_branches(full, min_branch_nodes=min_branch_nodes, protected=roots)
+    n_nodes = adjacency.shape[0]
+    deg = degrees(adjacency)
+    table = neighbour_table(adjacency)
+    # Roots end segments too, so that every segment runs away from the root.
+    ends = (set(np.flatnonzero(deg != 2).tolist()) | set(roots.tolist())) - set(attach)
+
+    visited: set[tuple[int, int]] = set()
+    segments: list[list[int]] = []
+
+    def walk(first: int, second: int) -> list[int]:
+        path = [first, second]
+        visited.add((min(first, second), max(first, second)))
+        while path[-1] not in ends and path[-1] != path[0]:
+            here, before = path[-1], path[-2]
+            step = next(int(n) for n in table[here] if n >= 0 and n != before)
+            visited.add((min(here, step), max(here, step)))
+            path.append(step)
+        return path
+
+    for node in sorted(ends):
+        if deg[node] == 0:
+            segments.append([node])
+        for neighbour in table[node]:
+            if neighbour >= 0 and (min(node, neighbour), max(node, neighbour)) not in visited:
+                segments.append(walk(node, int(neighbour)))
+    # Components that are bare cycles have no endpoint: start at their smallest node.
+    for node in range(n_nodes):
+        for neighbour in table[node]:
+            if neighbour >= 0 and (min(node, neighbour), max(node, neighbour)) not in visited:
+                segments.append(walk(node, int(neighbour)))
+
+    if roots.size:
+        node_distance = geodesic_from(full, nodes, roots).min(axis=0)
+    else:
+        node_distance = np.full(n_nodes, np.inf)
+    oriented = []
+    for path in segments:
+        first, last = node_distance[path[0]], node_distance[path[-1]]
+        if last < first or (last == first and path[-1] < path[0]):
+            path = path[::-1]
+        oriented.append(np.asarray(path, dtype=np.intp))
+    oriented.sort(key=lambda p: (node_distance[p[0]], node_distance[p[-1]], int(p[0]), int(p[-1]), p.size))
+
+    segment_of_node = np.full(n_nodes, -1, dtype=np.intp)
+    for index in range(len(oriented) - 1, -1, -1):  # the segment nearest the root wins
+        segment_of_node[oriented[index]] = index
+    full_coo = sparse.triu(full, k=1).tocoo()
+    edge_ids = np.empty(full_coo.nnz, dtype=np.intp)
+    core_ids = {}
+    for index, path in enumerate(oriented):
+        for u, v in zip(path[:-1], path[1:]):
+            core_ids[(min(u, v), max(u, v))] = index
+    for e, (u, v) in enumerate(zip(full_coo.row.tolist(), full_coo.col.tolist())):
+        if (u, v) in core_ids:
+            edge_ids[e] = core_ids[(u, v)]
+        else:  # an edge of a pruned branch
+            edge_ids[e] = segment_of_node[attach.get(u, attach.get(v, u))]
+    edge_segment = sparse.csr_matrix(
+        (np.concatenate([edge_ids, edge_ids]) + 1, (np.concatenate([full_coo.row, full_coo.col]), np.concatenate([full_coo.col, full_coo.row]))),
+        shape=(n_nodes, n_nodes),
+        dtype=np.intp,
+    )
+    return Topology(
+        branch_points=np.flatnonzero(deg >= 3),
+        leaves=np.flatnonzero(deg == 1),
+        segments=oriented,
+        edge_segment=edge_segment,
+    )
+
+
+def root_node(
+    adjacency: sparse.spmatrix, nodes: np.ndarray, group_mass: np.ndarray, total_mass: np.ndarray
+) -> int:
+    """The node that best marks where a group of cells starts the trajectory.
+
+    ``group_mass[k]`` is the group's assignment mass on node k and
+    ``total_mass[k]`` that of all cells. Within the connected component holding
+    most of the group, a leaf is *reached* by the group when at least half of
+    its mass belongs to the group; the root is the reached leaf with the
+    smallest mass-weighted mean geodesic distance to the group. If the group
+    reaches no leaf (it sits inside the graph, e.g. progenitors at a fork), the
+    root is the group's geodesic medoid: the node minimising that distance.
+    """
+    group_mass = np.asarray(group_mass, dtype=float)
+    if group_mass.sum() <= 0:
+        raise ValueError("The cells that should mark the root carry no assignment mass.")
+    _, component = csgraph.connected_components(adjacency, directed=False)
+    members = np.flatnonzero(component == np.bincount(component, weights=group_mass).argmax())
+    share = np.divide(group_mass, total_mass, out=np.zeros_like(group_mass), where=total_mass > 0)
+    reached = members[(degrees(adjacency)[members] == 1) & (share[members] >= 0.5)]
+    candidates = reached if reached.size else members
+    score = geodesic_from(adjacency, nodes, candidates)[:, members] @ group_mass[members]
+    return int(candidates[np.argmin(score)])
+
+
+def node_path(adjacency: sparse.spmatrix, nodes: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Nodes on the shortest graph path from ``start`` to ``end`` (inclusive)."""
+    _, predecessor = csgraph.dijkstra(
+        edge_lengths(adjacency, nodes), directed=False, indices=start, return_predecessors=True
+    )
+    if start != end and predecessor[end] < 0:
+        raise ValueError(
+            f"Nodes {start} and {end} lie in different connected components of the graph; no path joins them."
+        )
+    path = [end]
+    while path[-1] != start:
+        path.append(int(predecessor[path[-1]]))
+    return np.asarray(path[::-1], dtype=np.intp)
+
+
+def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cells whose projection point lies on ``path``, and their distance along it.
+
+    Returns (cell indices, position from the path's first node), sorted by
+    position. A cell on a side edge counts when its projection point is a
+    path node (fraction exactly 0 at a path node).
+    """
+    order = np.full(nodes.shape[0], -1, dtype=np.intp)
+    order[path] = np.arange(path.size)
+    cumulative = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(nodes[path], axis=0), axis=1))])
+    start, end, t = projection.edge_start, projection.edge_end, projection.fraction
+    pos_start, pos_end = order[start], order[end]
+    on_edge = (pos_start >= 0) & (pos_end >= 0) & (np.abs(pos_start - pos_end) == 1)
+    at_node = (pos_start >= 0) & ((t == 0) | (start == end))
+    length = np.linalg.norm(nodes[end] - nodes[start], axis=1)
+    position = np.where(
+        on_edge,
+        np.where(
+            pos_start < pos_end,
+            cumulative[np.maximum(pos_start, 0)] + t * length,
+            cumulative[np.maximum(pos_end, 0)] + (1.0 - t) * length,
+        ),
+        cumulative[np.maximum(pos_start, 0)],
+    )
+    cells = np.flatnonzero(on_edge | at_node)
+    ranked = cells[np.argsort(position[cells], kind="stable")]
+    return ranked, position[ranked]

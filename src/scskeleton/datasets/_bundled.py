@@ -1,0 +1,32 @@
+"""Loaders for data shipped inside installed packages (no download)."""
+
+from __future__ import annotations
+
+from anndata import AnnData
+
+
+def krumsiek11() -> AnnData:
+    """Simulated myeloid differentiation (Krumsiek et al. 2011), 640 cells × 11 genes.
+
+    Shipped with scanpy. A progenitor state forks into erythrocyte/megakaryocyte
+    and monocyte/neutrophil lineages; ``obs["cell_type"]`` holds the labels.
+    Cell names are made unique.
+    """
+    import scanpy as sc
+
+    adata = sc.datasets.krumsiek11()
+    adata.obs_names_make_unique()
+    return adata
+
+
+def toggleswitch() -> AnnData:
+    """Simulated toggle switch, 200 cells × 2 genes, shipped with scanpy.
+
+    Two mutually repressing genes: a single progenitor state splits into two
+    branches. Cell names are made unique.
+    """
+    import scanpy as sc
+
+    adata = sc.datasets.toggleswitch()
+    adata.obs_names_make_unique()
+    return adata

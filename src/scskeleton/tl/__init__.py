@@ -1,0 +1,6 @@
+"""Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
+
+from ._ddrtree import ddrtree
+from ._trajectory import path, pseudotime, root
+
+__all__ = ["ddrtree", "path", "pseudotime", "root"]

@@ -1,0 +1,59 @@
+"""Resolving and validating what a tool reads from AnnData (one place for all tools)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from anndata import AnnData
+from scipy import sparse
+
+from .._core.validation import as_float_matrix, check_integer
+
+
+def get_representation(adata: AnnData, *, use_rep: str, n_pcs: int | None) -> np.ndarray:
+    """The cells × features matrix a tool fits, as finite float64.
+
+    ``use_rep`` is ``"X"`` or an ``obsm`` key; ``n_pcs`` keeps its first
+    columns. Sparse and integer matrices are converted to dense float64.
+    """
+    if not isinstance(adata, AnnData):
+        raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
+    if not isinstance(use_rep, str):
+        raise ValueError(f"use_rep must be 'X' or a key of adata.obsm; got {use_rep!r}.")
+    if use_rep == "X":
+        if adata.X is None:
+            raise KeyError("adata.X is empty; pass use_rep=<an obsm key> instead.")
+        values, where = adata.X, "adata.X"
+    elif use_rep in adata.obsm:
+        values, where = adata.obsm[use_rep], f"adata.obsm[{use_rep!r}]"
+    else:
+        hint = " Run sc.pp.pca(adata) first" if use_rep == "X_pca" else " Compute it first"
+        raise KeyError(
+            f"adata.obsm[{use_rep!r}] not found.{hint}, or pass use_rep='X' or one of "
+            f"{sorted(adata.obsm.keys())}."
+        )
+    if sparse.issparse(values):
+        values = values.toarray()
+    values = np.asarray(values)
+    if values.ndim != 2:
+        raise ValueError(f"{where} must be 2-D (cells × features); got shape {values.shape}.")
+    if n_pcs is not None:
+        n_pcs = check_integer("n_pcs", n_pcs, low=1, high=values.shape[1], role=f"columns of {where} to use")
+        values = values[:, :n_pcs]
+    return as_float_matrix(values, where)
+
+
+def check_random_state(random_state) -> int:
+    """Seeds are non-negative integers, so results are reproducible and storable."""
+    if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral) or random_state < 0:
+        raise ValueError(f"random_state must be a non-negative integer; got {random_state!r}.")
+    return int(random_state)
+
+
+def check_key(key_added: str | None, default: str) -> str:
+    """Resolve ``key_added``; it names the ``uns`` entry and prefixes obsm/obs keys."""
+    key = default if key_added is None else key_added
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"key_added must be a non-empty string; got {key_added!r}.")
+    return key

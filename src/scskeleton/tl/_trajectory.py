@@ -1,0 +1,260 @@
+"""``tl.root``, ``tl.pseudotime`` and ``tl.path``: trajectories on any stored graph."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import pandas as pd
+import scanpy as sc
+from anndata import AnnData
+from scanpy import logging as logg
+
+from .._core import trajectory as core
+from .._core.validation import check_integer
+from .._schema import (
+    StoredGraph,
+    cell_assignment,
+    cell_coordinates,
+    pseudotime_key,
+    read_graph,
+    segment_key,
+)
+
+#: ``obs_min`` / ``obs_max`` pick the root near the cells in this extreme quantile.
+EXTREME_QUANTILE = 0.05
+
+
+def root(
+    adata: AnnData,
+    key: str,
+    *,
+    node: int | None = None,
+    cell: str | int | None = None,
+    group: tuple[str, object] | None = None,
+    obs_min: str | None = None,
+    obs_max: str | None = None,
+) -> None:
+    """Choose the root of the graph stored under ``key``.
+
+    Give exactly one of the keyword arguments. ``node`` is used as given, and
+    ``cell`` selects the node holding most of that cell's assignment. For
+    ``group``, ``obs_min`` and ``obs_max`` the root becomes the leaf that fits
+    the chosen cells best: among the leaves where those cells make up at least
+    half of the assignment mass, the one with the smallest mean geodesic
+    distance (along the graph) to them. When the cells reach no leaf, for
+    example progenitors sitting at a fork, the root is the node in the middle
+    of them (their geodesic medoid). Only the connected component that holds
+    most of the cells is considered.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a graph fitted, e.g. by ``tl.ddrtree``.
+    key
+        Key of the graph (``key_added`` of the learner), e.g. ``"ddrtree"``.
+    node
+        Use this node index as the root, as given (leaf or not).
+    cell
+        A cell name (``adata.obs_names``) or integer position.
+    group
+        ``(obs_key, value)``: the cells of this category, e.g.
+        ``("cell_type", "progenitor")``.
+    obs_min, obs_max
+        An ``obs`` column or a gene: the cells in its lowest (highest) 5 %.
+
+    Returns
+    -------
+    ``None``. Sets ``adata.uns[key]["root"]`` (node index). Run
+    :func:`pseudotime` next.
+    """
+    graph = read_graph(adata, key)
+    given = {
+        name: value
+        for name, value in dict(node=node, cell=cell, group=group, obs_min=obs_min, obs_max=obs_max).items()
+        if value is not None
+    }
+    if len(given) != 1:
+        raise ValueError(
+            "Give exactly one of node=, cell=, group=, obs_min=, obs_max= to choose the root; "
+            f"got {sorted(given) or 'none'}."
+        )
+    (how, value), = given.items()
+    if how == "node":
+        if isinstance(node, bool) or not isinstance(node, numbers.Integral) or not 0 <= node < graph.n_nodes:
+            raise ValueError(f"node must be an integer in [0, {graph.n_nodes - 1}]; got {node!r}.")
+        chosen = int(node)
+    else:
+        assignment = cell_assignment(adata, key)
+        cells = _select_cells(adata, how, value)
+        group_mass = np.asarray(assignment[cells].sum(axis=0)).ravel()
+        if how == "cell":
+            chosen = int(group_mass.argmax())
+        else:
+            total_mass = np.asarray(assignment.sum(axis=0)).ravel()
+            chosen = core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)
+    adata.uns[key]["root"] = chosen
+    logg.info(f"root of {key!r} set to node {chosen} (from {how}={value!r})")
+
+
+def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
+    """Geodesic pseudotime, branch points, leaves and segments of a stored graph.
+
+    Every cell is projected onto the graph (its nearest node, then the closest
+    point on that node's edges) and its pseudotime is the length of the
+    shortest path along the graph from the root to that point. Segments are the
+    maximal unbranched node paths, oriented away from the root. Terminal
+    branches shorter than ``min_branch_nodes`` nodes — stubs that spanning
+    trees over noisy nodes grow — do not count as branches: their cells join
+    the segment they hang from, and they create no branch point (pseudotime is
+    unaffected). Cells in a connected component without the root get NaN, with
+    a warning.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a graph and a root (:func:`root`).
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    min_branch_nodes
+        Terminal branches with fewer nodes are pruned from the topology; 0 or 1
+        keeps every branch. Default 3.
+
+    Returns
+    -------
+    ``None``. Sets the following fields:
+
+    ``adata.obs[f"{key}_pseudotime"]``
+        Geodesic distance from the root, in the units of the nodes' space.
+    ``adata.obs[f"{key}_segment"]``
+        Categorical segment id of each cell (``"0"`` starts at the root).
+    ``adata.uns[key]["branch_points"]``, ``["leaves"]``
+        Node indices of degree ≥ 3 and of degree 1.
+    ``adata.uns[key]["segments"]``
+        ``{segment id: node path}``.
+    ``adata.uns[key]["min_branch_nodes"]``
+        The pruning threshold used.
+    """
+    graph = read_graph(adata, key)
+    if graph.root is None:
+        raise KeyError(
+            f"The graph {key!r} has no root. Choose one first with "
+            f"sks.tl.root(adata, {key!r}, group=(...)) or node=/cell=/obs_min=."
+        )
+    start = logg.info(f"computing pseudotime on {key!r}")
+    projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
+    times = core.pseudotime(projection, graph.adjacency, graph.nodes, [graph.root])
+    min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
+    shape = core.topology(graph.adjacency, graph.nodes, roots=[graph.root], min_branch_nodes=min_branch_nodes)
+    if np.isnan(times).any():
+        logg.warning(
+            f"{int(np.isnan(times).sum())} cells lie in a connected component of {key!r} "
+            "without a root; their pseudotime is NaN."
+        )
+    segment_ids = shape.segment_of(projection)
+    names = [str(i) for i in range(len(shape.segments))]
+
+    adata.obs[pseudotime_key(key)] = times
+    adata.obs[segment_key(key)] = pd.Categorical.from_codes(segment_ids, categories=names)
+    entry = adata.uns[key]
+    entry["branch_points"] = shape.branch_points.astype(np.int64)
+    entry["leaves"] = shape.leaves.astype(np.int64)
+    entry["segments"] = {name: path.astype(np.int64) for name, path in zip(names, shape.segments)}
+    entry["min_branch_nodes"] = min_branch_nodes
+    logg.info(
+        f"    finished ({shape.branch_points.size} branch points, {len(names)} segments)",
+        time=start,
+        deep=(
+            f"added\n    obs[{pseudotime_key(key)!r}], obs[{segment_key(key)!r}], "
+            f"uns[{key!r}]['branch_points', 'leaves', 'segments']"
+        ),
+    )
+
+
+def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
+    """The cells on the shortest graph path between two nodes or two groups.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a fitted graph.
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    start, end
+        A node index, or ``(obs_key, value)`` for a group of cells, which stands
+        for the node holding most of that group's assignment mass.
+
+    Returns
+    -------
+    DataFrame indexed by cell name, ordered along the path, with columns
+    ``position`` (distance from the start along the path), ``node`` (the cell's
+    nearest node) and, when :func:`pseudotime` has run, ``pseudotime``.
+    """
+    graph = read_graph(adata, key)
+    first = _path_end(adata, graph, start, "start")
+    last = _path_end(adata, graph, end, "end")
+    nodes_on_path = core.node_path(graph.adjacency, graph.nodes, first, last)
+    projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
+    cells, position = core.cells_on_path(projection, nodes_on_path, graph.nodes)
+    frame = pd.DataFrame(
+        {"position": position, "node": projection.edge_start[cells]},
+        index=adata.obs_names[cells],
+    )
+    if pseudotime_key(key) in adata.obs:
+        frame["pseudotime"] = adata.obs[pseudotime_key(key)].to_numpy()[cells]
+    return frame
+
+
+def _select_cells(adata: AnnData, how: str, value) -> np.ndarray:
+    """Positions of the cells a root criterion refers to."""
+    if how == "cell":
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            if not 0 <= value < adata.n_obs:
+                raise ValueError(f"cell position {value} is outside [0, {adata.n_obs - 1}].")
+            return np.array([int(value)])
+        if value not in adata.obs_names:
+            raise KeyError(f"cell {value!r} is not in adata.obs_names.")
+        return np.flatnonzero(adata.obs_names == value)
+    if how == "group":
+        return _group_cells(adata, value)
+    values = _obs_or_gene(adata, value)
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise ValueError(f"{value!r} has no finite values.")
+    if how == "obs_min":
+        cut = np.quantile(values[finite], EXTREME_QUANTILE)
+        return np.flatnonzero(finite & (values <= cut))
+    cut = np.quantile(values[finite], 1.0 - EXTREME_QUANTILE)
+    return np.flatnonzero(finite & (values >= cut))
+
+
+def _group_cells(adata: AnnData, group) -> np.ndarray:
+    if not (isinstance(group, tuple) and len(group) == 2):
+        raise ValueError(f"A group is given as (obs_key, value), e.g. ('cell_type', 'HSC'); got {group!r}.")
+    column, label = group
+    if column not in adata.obs:
+        raise KeyError(f"{column!r} is not a column of adata.obs; columns: {list(adata.obs.columns)}.")
+    cells = np.flatnonzero((adata.obs[column] == label).to_numpy())
+    if cells.size == 0:
+        raise ValueError(f"No cell has adata.obs[{column!r}] == {label!r}.")
+    return cells
+
+
+def _obs_or_gene(adata: AnnData, name: str) -> np.ndarray:
+    if name not in adata.obs and name not in adata.var_names:
+        raise KeyError(f"{name!r} is neither a column of adata.obs nor a gene in adata.var_names.")
+    values = sc.get.obs_df(adata, keys=[name])[name]
+    if not pd.api.types.is_numeric_dtype(values):
+        raise ValueError(f"{name!r} is not numeric; obs_min/obs_max need numbers. Use group= for categories.")
+    return values.to_numpy(dtype=float)
+
+
+def _path_end(adata: AnnData, graph: StoredGraph, end, which: str) -> int:
+    if isinstance(end, numbers.Integral) and not isinstance(end, bool):
+        if not 0 <= end < graph.n_nodes:
+            raise ValueError(f"{which} node must be in [0, {graph.n_nodes - 1}]; got {end}.")
+        return int(end)
+    if isinstance(end, tuple):
+        cells = _group_cells(adata, end)
+        return int(np.asarray(cell_assignment(adata, graph.key)[cells].sum(axis=0)).ravel().argmax())
+    raise ValueError(f"{which} must be a node index or (obs_key, value); got {end!r}.")
