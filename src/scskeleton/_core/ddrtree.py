@@ -196,26 +196,13 @@ def ddrtree(
         resp = assignment.matrix
         mass = assignment.column_mass
 
-        # Proposition 5, eq. (33), in K × K form.
-        smoothing = (lam / gamma) * graph_laplacian + np.diag(mass)
-        woodbury = ((1.0 + gamma) / gamma) * smoothing - _gram_of(resp)
-        woodbury_factor = _cholesky(woodbury, "M = ((1+gamma)/gamma)(lam/gamma L + Gamma) - RᵀR")
-        resp_data = np.asarray(resp.T @ data)  # RᵀY, K × D
-        projected_gram = (gram + resp_data.T @ linalg.cho_solve(woodbury_factor, resp_data)) / (1.0 + gamma)
-        projection = principal_directions(projected_gram, n_components)
-        data_proj = data @ projection
-        latent = (data_proj + resp @ linalg.cho_solve(woodbury_factor, resp_data @ projection)) / (1.0 + gamma)
-        resp_latent = np.asarray(resp.T @ latent)
-        centers = linalg.cho_solve(_cholesky(smoothing, "lam/gamma L + Gamma"), resp_latent)
+        step = proposition5(data, gram, resp, mass, graph_laplacian, gamma=gamma, lam=lam, n_components=n_components)
+        projection, latent, centers = step.projection, step.latent, step.centers
 
         value = _objective(
+            step,
             data_norm2=data_norm2,
             gram=gram,
-            projection=projection,
-            data_proj=data_proj,
-            latent=latent,
-            centers=centers,
-            resp_latent=resp_latent,
             mass=mass,
             neg_entropy=assignment.neg_entropy,
             graph_laplacian=graph_laplacian,
@@ -248,6 +235,47 @@ def ddrtree(
     )
 
 
+@dataclass(frozen=True)
+class Proposition5Step:
+    """The {W, Z, C} block update and the products the objective reuses."""
+
+    projection: np.ndarray
+    latent: np.ndarray
+    centers: np.ndarray
+    data_proj: np.ndarray  # YW
+    resp_latent: np.ndarray  # RᵀZ
+
+
+def proposition5(
+    data: np.ndarray,
+    gram: np.ndarray,
+    resp,
+    mass: np.ndarray,
+    graph_laplacian: np.ndarray,
+    *,
+    gamma: float,
+    lam: float,
+    n_components: int,
+) -> Proposition5Step:
+    """Exact minimiser of (31) over {W, Z, C} for fixed {S, R} (Proposition 5, eq. 33).
+
+    ``data`` is the centred Y (N × D), ``gram`` = YᵀY, ``resp`` = R (dense or
+    CSR), ``mass`` = 1ᵀR, ``graph_laplacian`` = L of S. Only K × K systems are
+    solved (Cholesky); Q = (I + R M⁻¹ Rᵀ)/(1 + gamma) is never formed.
+    """
+    smoothing = (lam / gamma) * graph_laplacian + np.diag(mass)
+    woodbury = ((1.0 + gamma) / gamma) * smoothing - _gram_of(resp)
+    woodbury_factor = _cholesky(woodbury, "M = ((1+gamma)/gamma)(lam/gamma L + Gamma) - RᵀR")
+    resp_data = np.asarray(resp.T @ data)  # RᵀY, K × D
+    projected_gram = (gram + resp_data.T @ linalg.cho_solve(woodbury_factor, resp_data)) / (1.0 + gamma)
+    projection = principal_directions(projected_gram, n_components)
+    data_proj = data @ projection
+    latent = (data_proj + resp @ linalg.cho_solve(woodbury_factor, resp_data @ projection)) / (1.0 + gamma)
+    resp_latent = np.asarray(resp.T @ latent)
+    centers = linalg.cho_solve(_cholesky(smoothing, "lam/gamma L + Gamma"), resp_latent)
+    return Proposition5Step(projection, latent, centers, data_proj, resp_latent)
+
+
 def _gram_of(resp, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
     """RᵀR as a dense K × K array.
 
@@ -274,20 +302,16 @@ def _cholesky(matrix: np.ndarray, name: str):
 
 
 def _objective(
+    step: Proposition5Step,
     *,
-    data_norm2,
-    gram,
-    projection,
-    data_proj,
-    latent,
-    centers,
-    resp_latent,
-    mass,
-    neg_entropy,
-    graph_laplacian,
-    sigma,
-    gamma,
-    lam,
+    data_norm2: float,
+    gram: np.ndarray,
+    mass: np.ndarray,
+    neg_entropy: float,
+    graph_laplacian: np.ndarray,
+    sigma: float,
+    gamma: float,
+    lam: float,
 ) -> float:
     """Exact value of objective (31).
 
@@ -298,12 +322,13 @@ def _objective(
     Quantization: Σ r_ik ||z_i - c_k||² = ||Z||² - 2 Tr(Cᵀ RᵀZ) + Σ_k Gamma_k ||c_k||²
     (rows of R sum to one).
     """
+    projection, latent, centers = step.projection, step.latent, step.centers
     residual_outside = data_norm2 - float(np.sum(projection * (gram @ projection)))
-    residual_inside = float(np.sum((data_proj - latent) ** 2))
+    residual_inside = float(np.sum((step.data_proj - latent) ** 2))
     tree_length = lam * float(np.sum(centers * (graph_laplacian @ centers)))
     quantization = (
         float(np.sum(latent**2))
-        - 2.0 * float(np.sum(centers * resp_latent))
+        - 2.0 * float(np.sum(centers * step.resp_latent))
         + float(np.sum(mass * np.sum(centers**2, axis=1)))
     )
     return residual_outside + residual_inside + tree_length + gamma * (quantization + sigma * neg_entropy)

@@ -10,26 +10,28 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 from scipy.sparse import csgraph
+from scipy.spatial import distance
 
-from .assign import squared_distances
 
 
 def minimum_spanning_tree(nodes: np.ndarray) -> sparse.csr_matrix:
     """Binary adjacency of the Euclidean minimum spanning tree of ``nodes`` (K × d).
 
     Solves eq. (28) of the DDRTree paper (MST on squared distances, which has
-    the same tree as on distances) with scipy's compiled Kruskal. Coincident
-    nodes are joined too: scipy reads a zero weight as "no edge", so exact zeros
-    off the diagonal are lifted to the smallest positive float, which changes
-    no weight comparison.
+    the same tree as on distances) with scipy's compiled Kruskal. The costs
+    are handed over as a sparse matrix with every off-diagonal entry explicit:
+    scipy reads a *dense* input through ``np.ma.masked_values``, which drops
+    weights within 1e-8 of zero as "no edge" and so returns a non-minimal tree
+    when centers nearly coincide. Exact zeros are lifted to the smallest
+    positive float for the same reason; that changes no weight comparison.
     """
     n_nodes = nodes.shape[0]
     if n_nodes == 1:
         return sparse.csr_matrix((1, 1))
-    cost = squared_distances(nodes, nodes)
+    cost = distance.cdist(nodes, nodes, "sqeuclidean")  # pairwise, no cancellation for close nodes
     np.maximum(cost, np.finfo(float).tiny, out=cost)
     np.fill_diagonal(cost, 0.0)
-    tree = csgraph.minimum_spanning_tree(cost)
+    tree = csgraph.minimum_spanning_tree(sparse.csr_matrix(cost))
     tree.data[:] = 1.0
     return symmetrize(tree)
 

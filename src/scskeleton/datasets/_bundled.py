@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from anndata import AnnData
 
 
@@ -14,7 +16,9 @@ def krumsiek11() -> AnnData:
     """
     import scanpy as sc
 
-    adata = sc.datasets.krumsiek11()
+    with warnings.catch_warnings():  # the file repeats cell names; made unique below
+        warnings.filterwarnings("ignore", message="Observation names are not unique")
+        adata = sc.datasets.krumsiek11()
     adata.obs_names_make_unique()
     return adata
 
@@ -27,6 +31,8 @@ def toggleswitch() -> AnnData:
     """
     import scanpy as sc
 
-    adata = sc.datasets.toggleswitch()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Observation names are not unique")
+        adata = sc.datasets.toggleswitch()
     adata.obs_names_make_unique()
     return adata

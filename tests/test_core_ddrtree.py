@@ -1,0 +1,170 @@
+import numpy as np
+import pytest
+from scipy import linalg, sparse
+
+from scskeleton._core.assign import soft_assignment
+from scskeleton._core.ddrtree import (
+    _objective,
+    ddrtree,
+    default_n_centers,
+    principal_directions,
+    proposition5,
+)
+from scskeleton._core.graphs import laplacian, minimum_spanning_tree
+from scskeleton.datasets import branching
+
+
+def _dense(matrix):
+    return matrix.toarray() if sparse.issparse(matrix) else np.asarray(matrix)
+
+
+def _objective31(data, W, Z, C, tree, R, *, sigma, gamma, lam):
+    """Objective (31) written out literally, with N × K loops in numpy."""
+    R = _dense(R)
+    reconstruction = np.sum((data - Z @ W.T) ** 2)
+    rows, cols = sparse.triu(tree, 1).nonzero()
+    tree_length = lam * np.sum((C[rows] - C[cols]) ** 2)  # (lam/2) Σ_{k,k'} over both orders
+    dist = ((Z[:, None, :] - C[None]) ** 2).sum(-1)
+    positive = R > 0
+    entropy = np.sum(R[positive] * np.log(R[positive]))
+    return reconstruction + tree_length + gamma * (np.sum(R * dist) + sigma * entropy)
+
+
+@pytest.fixture(scope="module")
+def small_problem():
+    rng = np.random.default_rng(0)
+    data = rng.normal(size=(40, 5)) * [3, 2, 1, 0.5, 0.2]
+    data -= data.mean(0)
+    centers = rng.normal(size=(8, 2))
+    latent = data @ principal_directions(data.T @ data, 2)
+    assignment = soft_assignment(latent, centers, sigma=1.0)
+    tree = minimum_spanning_tree(centers)
+    return data, _dense(assignment.matrix), assignment, tree
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(),  # package defaults (sparse, nearly hard R)
+        dict(sigma=0.5, lam=50.0, n_centers=30),  # dense, soft R
+        dict(n_centers=300, sigma=1e-2, gamma=1.0),  # K = N, Algorithm 2 as printed
+    ],
+)
+def test_objective_never_increases(params):
+    data = np.asarray(branching(300, n_leaves=3, random_state=4).X, dtype=float)
+    result = ddrtree(data, maxiter=30, tol=0.0, **params)
+    previous, current = result.objective[:-1], result.objective[1:]
+    assert result.n_iter >= 5  # tol=0 stops only at an exact fixed point
+    assert np.all(current <= previous + 1e-10 * np.abs(previous))
+
+
+def test_woodbury_matrix_is_positive_definite(small_problem):
+    data, R, assignment, tree = small_problem
+    gamma, lam = 10.0, 20.0
+    smoothing = lam / gamma * laplacian(tree) + np.diag(R.sum(0))
+    M = (1 + gamma) / gamma * smoothing - R.T @ R
+    np.testing.assert_allclose(M, M.T, atol=1e-12)
+    assert linalg.eigvalsh(M).min() > 0
+
+
+def test_proposition5_matches_dense_formula(small_problem):
+    data, R, assignment, tree = small_problem
+    gamma, lam, d = 10.0, 20.0, 2
+    L = laplacian(tree)
+    B = lam / gamma * L + np.diag(R.sum(0))
+    Q = np.linalg.inv((1 + gamma) * np.eye(len(data)) - gamma * R @ np.linalg.solve(B, R.T))  # N × N, test only
+    W = principal_directions(data.T @ Q @ data, d)
+    Z = Q @ data @ W
+    C = np.linalg.solve(B, R.T @ Z)
+
+    step = proposition5(data, data.T @ data, assignment.matrix, assignment.column_mass, L, gamma=gamma, lam=lam, n_components=d)
+    np.testing.assert_allclose(step.projection, W, atol=1e-9)
+    np.testing.assert_allclose(step.latent, Z, atol=1e-9)
+    np.testing.assert_allclose(step.centers, C, atol=1e-9)
+
+
+def test_proposition5_is_a_block_minimum_and_objective_is_exact(small_problem):
+    data, R, assignment, tree = small_problem
+    sigma, gamma, lam = 1.0, 10.0, 20.0
+    L = laplacian(tree)
+    step = proposition5(data, data.T @ data, assignment.matrix, assignment.column_mass, L, gamma=gamma, lam=lam, n_components=2)
+    best = _objective31(data, step.projection, step.latent, step.centers, tree, R, sigma=sigma, gamma=gamma, lam=lam)
+    recorded = _objective(
+        step,
+        data_norm2=float(np.sum(data**2)),
+        gram=data.T @ data,
+        mass=assignment.column_mass,
+        neg_entropy=assignment.neg_entropy,
+        graph_laplacian=L,
+        sigma=sigma,
+        gamma=gamma,
+        lam=lam,
+    )
+    assert recorded == pytest.approx(best, rel=1e-10)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        rotation, _ = np.linalg.qr(np.eye(5) + 0.05 * rng.normal(size=(5, 5)))
+        W = rotation @ step.projection
+        Z = step.latent + 0.01 * rng.normal(size=step.latent.shape)
+        C = step.centers + 0.01 * rng.normal(size=step.centers.shape)
+        assert _objective31(data, W, Z, C, tree, R, sigma=sigma, gamma=gamma, lam=lam) >= best
+
+
+def test_pca_subspace_when_tree_weight_vanishes():
+    rng = np.random.default_rng(1)
+    data = rng.normal(size=(60, 6)) * [5, 3, 1, 0.5, 0.3, 0.1]
+    result = ddrtree(data, n_components=2, n_centers=60, lam=1e-8, sigma=1e-6, maxiter=5)
+    centred = data - data.mean(0)
+    pca = principal_directions(centred.T @ centred, 2)
+    np.testing.assert_allclose(result.projection @ result.projection.T, pca @ pca.T, atol=1e-6)
+
+
+def test_outputs_have_the_documented_shapes():
+    data = np.asarray(branching(500, n_leaves=2, random_state=2).X, dtype=float)
+    result = ddrtree(data, n_components=3)
+    K = default_n_centers(500)
+    assert result.projection.shape == (50, 3)
+    np.testing.assert_allclose(result.projection.T @ result.projection, np.eye(3), atol=1e-10)
+    assert result.latent.shape == (500, 3) and result.centers.shape == (K, 3)
+    assert result.tree.shape == (K, K) and result.tree.nnz == 2 * (K - 1)
+    np.testing.assert_allclose(np.asarray(result.assignment.sum(1)).ravel(), 1.0)
+    assert result.objective.shape == (result.n_iter,)
+
+
+def test_same_random_state_is_bit_identical():
+    data = np.asarray(branching(400, n_leaves=3, random_state=3).X, dtype=float)
+    first, second = ddrtree(data, random_state=11), ddrtree(data, random_state=11)
+    for field in ("projection", "latent", "centers", "objective"):
+        np.testing.assert_array_equal(getattr(first, field), getattr(second, field))
+    assert (first.tree != second.tree).nnz == 0
+    np.testing.assert_array_equal(_dense(first.assignment), _dense(second.assignment))
+
+
+def test_default_number_of_centers():
+    assert default_n_centers(50) == 50
+    assert default_n_centers(1000) == round(200 * np.log(1000) / (np.log(1000) + np.log(100)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(sigma=0.0), "sigma"),
+        (dict(gamma=-1.0), "gamma"),
+        (dict(lam=-1.0), "lam"),
+        (dict(n_centers=1), "n_centers"),
+        (dict(n_centers=10_000), "n_centers"),
+        (dict(n_components=51), "n_components"),
+        (dict(maxiter=0), "maxiter"),
+    ],
+)
+def test_bad_parameters_raise(kwargs, fragment):
+    data = np.asarray(branching(100, random_state=0).X, dtype=float)
+    with pytest.raises(ValueError, match=fragment):
+        ddrtree(data, **kwargs)
+
+
+def test_bad_data_raise():
+    with pytest.raises(ValueError, match="NaN"):
+        ddrtree(np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]))
+    with pytest.raises(ValueError, match="at least 3 cells"):
+        ddrtree(np.ones((2, 4)))
