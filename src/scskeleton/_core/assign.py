@@ -71,27 +71,26 @@ def soft_assignment(
 ) -> SoftAssignment:
     """Entropy-regularised soft assignment of ``points`` (N × d) to ``centers`` (K × d).
 
-    Subtracting each row's minimum distance before exponentiating keeps the
-    largest term of every row at exp(0) = 1, so no row can underflow to all
-    zeros however small ``sigma`` is.
+    Working with each row's excess distance over its minimum keeps the largest
+    weight of every row at exp(0) = 1, so no row can underflow to all zeros
+    however small ``sigma`` is. Rows are laid out in CSR order as they are
+    produced, so the whole matrix is never held densely.
     """
     n_points, n_centers = points.shape[0], centers.shape[0]
+    limit = -LOG_CUTOFF * sigma  # largest excess squared distance that is kept
     values, columns, row_counts = [], [], []
     neg_entropy = 0.0
     for start in range(0, n_points, chunk_rows):
-        log_weights = squared_distances(points[start : start + chunk_rows], centers)
-        log_weights -= log_weights.min(axis=1, keepdims=True)
-        log_weights *= -1.0 / sigma  # log of the unnormalised weights; row maximum 0
-        rows, cols = np.nonzero(log_weights >= LOG_CUTOFF)
-        log_kept = log_weights[rows, cols]
-        kept = np.exp(log_kept)
-        log_row_sum = np.log(np.bincount(rows, weights=kept, minlength=log_weights.shape[0]))
+        rows, cols, excess = _near_centers(points[start : start + chunk_rows], centers, limit)
+        n_rows = min(chunk_rows, n_points - start)
+        log_kept = excess * (-1.0 / sigma)
+        log_row_sum = np.log(np.bincount(rows, weights=np.exp(log_kept), minlength=n_rows))
         log_kept -= log_row_sum[rows]  # log r_ik
         kept = np.exp(log_kept)
         neg_entropy += float(kept @ log_kept)
         values.append(kept)
         columns.append(cols)
-        row_counts.append(np.bincount(rows, minlength=log_weights.shape[0]))
+        row_counts.append(np.bincount(rows, minlength=n_rows))
     indptr = np.concatenate([[0], np.cumsum(np.concatenate(row_counts))])
     matrix = sparse.csr_matrix(
         (np.concatenate(values), np.concatenate(columns), indptr), shape=(n_points, n_centers)
@@ -99,6 +98,16 @@ def soft_assignment(
     if matrix.nnz >= SPARSE_DENSITY * n_points * n_centers:
         matrix = matrix.toarray()
     return SoftAssignment(matrix=matrix, neg_entropy=neg_entropy)
+
+
+def _near_centers(chunk: np.ndarray, centers: np.ndarray, limit: float):
+    """(row, center, excess) for every pair whose squared distance exceeds the
+    row's smallest by at most ``limit``, in row-major order."""
+    excess = squared_distances(chunk, centers)
+    excess -= excess.min(axis=1, keepdims=True)
+    flat = np.flatnonzero(excess <= limit)  # one pass; faster than 2-D nonzero
+    rows, cols = np.divmod(flat, centers.shape[0])
+    return rows, cols, excess.ravel()[flat]
 
 
 def kmeans_plus_plus(points: np.ndarray, n_centers: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,0 +1,14 @@
+"""Plots of stored graphs and trajectories (``sks.pl``).
+
+Every plot reads only the AnnData schema written by ``sks.tl`` (see
+``shared/DESIGN.md``), never refits anything, and follows ``scanpy.pl``:
+``ax=`` draws into given axes, ``show=None`` shows only when matplotlib is
+interactive, ``save=`` writes the figure to a path, and the return value is the
+Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None``.
+"""
+
+from ._graph import adjacency, convergence
+from ._pseudotime import pseudotime
+from ._tree import tree
+
+__all__ = ["adjacency", "convergence", "pseudotime", "tree"]

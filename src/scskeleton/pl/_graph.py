@@ -1,0 +1,226 @@
+"""``pl.adjacency`` and ``pl.convergence``: the stored graph and its fit."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from mpl_toolkits.axes_grid1 import make_axes_locatable
+from scipy import sparse
+from scipy.sparse import csgraph
+
+from .._schema import StoredGraph, cell_assignment, read_graph
+from ._utils import NA_COLOR, category_colors, finish, new_axes
+
+#: Node labels are written on the axes only up to this many nodes; beyond, they are unreadable.
+MAX_NODE_LABELS = 30
+
+
+def adjacency(
+    adata: AnnData,
+    key: str = "ddrtree",
+    *,
+    order: str = "tree",
+    groupby: str | None = None,
+    cmap: str = "Greys",
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | Axes | None:
+    """Heatmap of the K × K node adjacency ``uns[key]["adjacency"]``.
+
+    Nodes are ordered depth-first from the root (``uns[key]["root"]``, node 0
+    when no root is set; further connected components follow, each from its
+    lowest node), so a tree shows up as a band along the diagonal with one
+    off-diagonal entry per branch.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
+    key
+        Key of the graph in ``adata.uns``.
+    order
+        ``"tree"``: depth-first order from the root. ``"group"``: nodes sorted
+        by their dominant ``groupby`` category, then by tree order (needs
+        ``groupby``).
+    groupby
+        A categorical ``.obs`` column. Each node gets the category holding most
+        of its assignment mass (``Rᵀ onehot``); a coloured strip along the
+        heatmap marks it. Nodes without mass are grey and come last.
+    cmap
+        Colormap of the edge weights.
+    ax
+        Draw into this Axes instead of a new figure.
+    show
+        Show the figure; ``None`` shows it only when matplotlib is interactive.
+    save
+        File path to write the figure to (format from the extension).
+    return_fig
+        Return the Figure.
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
+    else ``None``.
+    """
+    if order not in ("tree", "group"):
+        raise ValueError(f"order must be 'tree' or 'group'; got {order!r}.")
+    if order == "group" and groupby is None:
+        raise ValueError("order='group' needs groupby=<categorical .obs column>.")
+    graph = read_graph(adata, key)
+    start = graph.root if graph.root is not None else 0
+    position = tree_order(graph.adjacency, start)
+    if groupby is not None:
+        groups, labels, colors = _dominant_groups(adata, graph, groupby)
+        if order == "group":
+            # -1 (no mass) sorts last; lexsort's last key is the primary one.
+            group_rank = np.where(groups < 0, len(labels), groups)[position]
+            position = position[np.lexsort((np.arange(position.size), group_rank))]
+    matrix = graph.adjacency.toarray()[np.ix_(position, position)]  # K is small: dense only to draw
+
+    fig, ax, created = new_axes(ax, figsize=(5.5, 5.0))
+    image = ax.imshow(matrix, cmap=cmap, vmin=0, interpolation="nearest")
+    k = graph.n_nodes
+    described = f"tree order from node {start}" if order == "tree" else f"grouped by {groupby}, then tree order"
+    ax.set_title(f"{key} adjacency ({described})")
+    labelled = k <= MAX_NODE_LABELS
+    ticks = np.arange(k)
+    ax.set_xticks(ticks if labelled else [], [str(n) for n in position] if labelled else [])
+    ax.set_yticks(ticks if labelled else [], [str(n) for n in position] if labelled else [])
+    if not labelled:
+        ax.set_xlabel(f"{k} nodes")
+
+    divider = make_axes_locatable(ax)
+    cax = divider.append_axes("right", size="4%", pad=0.1)
+    fig.colorbar(image, cax=cax, label="edge weight")
+    if groupby is not None:
+        ordered = groups[position]
+        rgba = np.array([to_rgba(colors[g]) if g >= 0 else to_rgba(NA_COLOR) for g in ordered])
+        # Strips left of and above the heatmap, in the same node order as its rows and columns.
+        left = divider.append_axes("left", size="4%", pad=0.05)
+        left.imshow(rgba[:, None, :], aspect="auto", interpolation="nearest")
+        top = divider.append_axes("top", size="4%", pad=0.05)
+        top.imshow(rgba[None, :, :], aspect="auto", interpolation="nearest")
+        for strip in (left, top):
+            strip.set_xticks([])
+            strip.set_yticks([])
+        if labelled:
+            # Move the node labels outside the strips, where they can be read.
+            ax.tick_params(labelleft=False)
+            left.set_yticks(ticks, [str(n) for n in position])
+        ax.set_title("")
+        top.set_title(f"{key} adjacency ({described})")
+        if order == "group":
+            bounds = np.flatnonzero(np.diff(ordered)) + 0.5
+            for b in bounds:
+                ax.axhline(b, color="tab:red", linewidth=0.6)
+                ax.axvline(b, color="tab:red", linewidth=0.6)
+        present = [g for g in range(len(labels)) if np.any(ordered == g)]
+        handles = [Patch(facecolor=colors[g], label=str(labels[g])) for g in present]
+        if np.any(ordered < 0):
+            handles.append(Patch(facecolor=NA_COLOR, label="no cells"))
+        # Below the heatmap: the right side already holds the colorbar.
+        ax.legend(handles=handles, title=groupby, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.1 if labelled else -0.06),
+                  ncol=min(len(handles), 4), fontsize="small", frameon=False)
+    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def convergence(
+    adata: AnnData,
+    key: str = "ddrtree",
+    *,
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+    log: bool = False,
+) -> Figure | Axes | None:
+    """Objective value per iteration of the solver that fitted the graph.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
+    key
+        Key of the graph in ``adata.uns``.
+    ax
+        Draw into this Axes instead of a new figure.
+    show
+        Show the figure; ``None`` shows it only when matplotlib is interactive.
+    save
+        File path to write the figure to (format from the extension).
+    return_fig
+        Return the Figure.
+    log
+        Logarithmic y axis; needs a positive objective.
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
+    else ``None``.
+    """
+    graph = read_graph(adata, key)
+    objective = graph.objective.ravel()
+    if objective.size == 0:
+        raise KeyError(f"adata.uns[{key!r}] stores no objective; refit the graph with a scskeleton learner.")
+    if log and not np.all(objective[np.isfinite(objective)] > 0):
+        raise ValueError("log=True needs a positive objective; this one has values ≤ 0. Use log=False.")
+
+    fig, ax, created = new_axes(ax)
+    iterations = np.arange(1, objective.size + 1)
+    ax.plot(iterations, objective, marker="o", markersize=4)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("objective")
+    ax.xaxis.get_major_locator().set_params(integer=True)  # iterations are whole numbers
+    entry = adata.uns[key]
+    if "converged" in entry:
+        state = "converged" if bool(entry["converged"]) else "not converged"
+        ax.set_title(f"{graph.method or key}: {state} after {objective.size} iterations")
+    else:
+        ax.set_title(f"{graph.method or key}: {objective.size} iterations")
+    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def tree_order(adjacency: sparse.spmatrix, start: int) -> np.ndarray:
+    """All nodes in depth-first order from ``start``; other components follow from their lowest node."""
+    k = adjacency.shape[0]
+    seen = np.zeros(k, dtype=bool)
+    order: list[np.ndarray] = []
+    for first in [start, *range(k)]:
+        if seen[first]:
+            continue
+        visited = csgraph.depth_first_order(adjacency, first, directed=False, return_predecessors=False)
+        seen[visited] = True
+        order.append(visited)
+    return np.concatenate(order).astype(int)
+
+
+def _dominant_groups(adata: AnnData, graph: StoredGraph, groupby: str) -> tuple[np.ndarray, list, list]:
+    """Each node's category with the most assignment mass (-1: none), the categories and their colours."""
+    if groupby not in adata.obs.columns:
+        raise KeyError(f"{groupby!r} is not a column of adata.obs; columns: {list(adata.obs.columns)}.")
+    column = adata.obs[groupby]
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column) \
+            and not isinstance(column.dtype, pd.CategoricalDtype):
+        raise ValueError(f"groupby={groupby!r} is numeric; pass a categorical .obs column.")
+    values = pd.Categorical(column.astype(str) if pd.api.types.is_bool_dtype(column) else column)
+    labels = list(values.categories)
+    has_group = values.codes >= 0
+    onehot = sparse.csr_matrix(
+        (np.ones(has_group.sum()), (np.flatnonzero(has_group), values.codes[has_group])),
+        shape=(adata.n_obs, len(labels)),
+    )
+    mass = np.asarray((cell_assignment(adata, graph.key).T @ onehot).todense())
+    groups = np.where(mass.sum(axis=1) > 0, mass.argmax(axis=1), -1)
+    return groups, labels, category_colors(adata, groupby, labels)
