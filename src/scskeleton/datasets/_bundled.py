@@ -12,7 +12,8 @@ def krumsiek11() -> AnnData:
 
     Shipped with scanpy. A progenitor state forks into erythrocyte/megakaryocyte
     and monocyte/neutrophil lineages; ``obs["cell_type"]`` holds the labels.
-    Cell names are made unique.
+    Cell names are made unique, and the integer keys of ``uns["highlights"]``
+    become strings so the object can be written to .h5ad.
     """
     import scanpy as sc
 
@@ -20,6 +21,8 @@ def krumsiek11() -> AnnData:
         warnings.filterwarnings("ignore", message="Observation names are not unique")
         adata = sc.datasets.krumsiek11()
     adata.obs_names_make_unique()
+    if "highlights" in adata.uns:
+        adata.uns["highlights"] = {str(k): v for k, v in adata.uns["highlights"].items()}
     return adata
 
 
