@@ -1,8 +1,7 @@
 """Discriminative dimensionality reduction via learning a tree (DDRTree).
 
-Mao, Wang, Tsang & Sun, "Principal graph and structure learning based on
-reversed graph embedding" / "Dimensionality reduction via graph structure
-learning" (shared/papers/ddrtree-spl_…), §4.2–4.3, problem (31):
+L. Wang, "Probabilistic dimensionality reduction via structure learning"
+(shared/papers/ddrtree-spl_…), §4.2–4.3, problem (31):
 
     min_{W, Z, C, S, R}  ||Y - Z Wᵀ||²_F
                          + (lam / 2) Σ_{k,k'} s_kk' ||c_k - c_k'||²

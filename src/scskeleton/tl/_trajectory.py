@@ -141,10 +141,10 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
             f"The graph {key!r} has no root. Choose one first with "
             f"sks.tl.root(adata, {key!r}, group=(...)) or node=/cell=/obs_min=."
         )
+    min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     start = logg.info(f"computing pseudotime on {key!r}")
     projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
     times = core.pseudotime(projection, graph.adjacency, graph.nodes, [graph.root])
-    min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     shape = core.topology(graph.adjacency, graph.nodes, roots=[graph.root], min_branch_nodes=min_branch_nodes)
     if np.isnan(times).any():
         logg.warning(
