@@ -9,7 +9,7 @@ from anndata import AnnData
 from scipy import sparse
 
 from .. import __version__
-from .._schema import assignment_key, connectivities_key, latent_key, pseudotime_key, segment_key
+from .._schema import assignment_key, latent_key, pseudotime_key, segment_key
 
 
 def plain_params(params: dict) -> dict:
@@ -45,7 +45,6 @@ def write_graph(
     projection: np.ndarray | None = None,
     latent: np.ndarray | None = None,
     assignment=None,
-    connectivities: sparse.spmatrix | None = None,
 ) -> list[str]:
     """Store a fitted graph under ``key``; return the fields written, for logging.
 
@@ -75,7 +74,4 @@ def write_graph(
     if assignment is not None:
         adata.obsm[assignment_key(key)] = sparse.csr_matrix(assignment) if sparse.issparse(assignment) else np.asarray(assignment)
         written.append(f"obsm[{assignment_key(key)!r}]")
-    if connectivities is not None:
-        adata.obsp[connectivities_key(key)] = sparse.csr_matrix(connectivities)
-        written.append(f"obsp[{connectivities_key(key)!r}]")
     return written
