@@ -34,7 +34,7 @@ def test_laplacian_rows_sum_to_zero_and_degrees():
 
 
 def test_mst_is_minimal_when_nodes_nearly_coincide():
-    """scipy drops dense weights below 1e-8; the tree must still be minimal."""
+    """Nearly coincident centers (scipy drops dense weights below 1e-8) still give a minimal tree."""
     import networkx as nx
 
     rng = np.random.default_rng(1)

@@ -79,7 +79,12 @@ def read_graph(adata: AnnData, key: str) -> StoredGraph:
 
 
 def cell_coordinates(adata: AnnData, graph: StoredGraph) -> np.ndarray:
-    """Cell coordinates in the nodes' space (the first ``d`` columns of ``obsm[space]``)."""
+    """Cell coordinates in the nodes' space: the first ``d`` columns of
+    ``obsm[space]``, or of ``adata.X`` for graphs fitted on ``use_rep="X"``."""
+    if graph.space == "X":
+        values = adata.X[:, : graph.nodes.shape[1]]
+        values = values.toarray() if sparse.issparse(values) else np.asarray(values)
+        return np.ascontiguousarray(values, dtype=float)
     if graph.space not in adata.obsm:
         raise KeyError(
             f"The graph {graph.key!r} lives in adata.obsm[{graph.space!r}], which is missing; "

@@ -8,7 +8,7 @@ L. Wang, "Probabilistic dimensionality reduction via structure learning"
                          + gamma [ Σ_{i,k} r_ik ||z_i - c_k||² + sigma Σ_{i,k} r_ik log r_ik ]
     s.t. WᵀW = I_d,  S a spanning tree over the K centers,  R ≥ 0,  R1 = 1.
 
-Algorithm 2 alternates exact minimisations: S by Kruskal (eq. 28), R by
+Algorithm 2 alternates exact minimisations: S as a minimum spanning tree (eq. 28), R by
 Lemma 1 (eq. 32), then {W, Z, C} jointly by Proposition 5 (eq. 33). Each step
 is a global minimiser of its block, so the objective never increases.
 

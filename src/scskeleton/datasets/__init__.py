@@ -2,5 +2,6 @@
 
 from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch
+from ._shapes import circle, distorted_s, moons, spiral, three_clusters
 
-__all__ = ["branching", "krumsiek11", "toggleswitch"]
+__all__ = ["branching", "circle", "distorted_s", "krumsiek11", "moons", "spiral", "three_clusters", "toggleswitch"]

@@ -1,6 +1,7 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
 from ._ddrtree import ddrtree
+from ._rpg import rpg, rpg_l1
 from ._trajectory import path, pseudotime, root
 
-__all__ = ["ddrtree", "path", "pseudotime", "root"]
+__all__ = ["ddrtree", "path", "pseudotime", "root", "rpg", "rpg_l1"]

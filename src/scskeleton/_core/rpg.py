@@ -1,0 +1,284 @@
+"""Regularized principal graphs: a principal tree or a weighted ℓ1 graph.
+
+Mao, Wang, Tsang & Sun, "A novel regularized principal graph learning
+framework on explicit graph representation" (shared/papers/rpg_…), §4–5.
+With K nodes C (K × D) learned from N points X (N × D), problem (17) / (24):
+
+    min_{C, W, P}  Σ_{k,k'} w_kk' ||c_k - c_k'||²                      (graph length)
+                   + lam Σ_k || z_k - Σ_{k'≠k} w_k'k z_k' ||_1         (ℓ1 graph only)
+                   + gamma Σ_{i,k} p_ik [ ||x_i - c_k||² + sigma log p_ik ]
+    s.t. W ≥ 0, W = Wᵀ, diag(W) = 0 (ℓ1 graph) or W a spanning tree (eq. 20),
+         P ≥ 0, P1 = 1,
+
+where z are the landmarks: the points themselves when K = N (Algorithm 1),
+k-means centroids of X when K < N (Algorithm 2, eq. 24). One iteration solves
+each block exactly — P by eq. (18), W as a minimum spanning tree (eq. 20) or by the linear
+program (19)/(23) restricted to candidate edges from the landmarks' nearest
+neighbours (side information, §5.1), C by eq. (22) — so the objective never
+increases (Theorem 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg, optimize, sparse
+from scipy.sparse import csgraph
+
+from .assign import kmeans, soft_assignment, squared_distances
+from .graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
+from .validation import as_float_matrix, check_integer, check_positive
+
+GRAPHS = ("tree", "l1")
+#: Above this many points the default number of nodes is LANDMARKS (Algorithm 2).
+MAX_FULL_NODES = 1000
+LANDMARKS = 1000
+
+
+@dataclass(frozen=True)
+class RPGResult:
+    """Output of :func:`rpg`.
+
+    Attributes
+    ----------
+    centers
+        C, K × D principal points in the input space (eq. 22).
+    landmarks
+        z, K × D: the points (K = N) or their k-means centroids (K < N).
+    adjacency
+        W, K × K symmetric CSR: binary spanning tree, or ℓ1 graph weights.
+    assignment
+        P, N × K soft assignment (eq. 18), dense or CSR; rows sum to one.
+    objective
+        Objective (17) / (24) after each iteration (tree: without the ℓ1 term).
+    n_iter, converged
+        Iterations run; whether the relative change fell below ``tol``.
+    sigma
+        The bandwidth used (resolved when ``None`` was given).
+    candidate_edges
+        E × 2 candidate edges of the ℓ1 program (empty for the tree).
+    """
+
+    centers: np.ndarray
+    landmarks: np.ndarray
+    adjacency: sparse.csr_matrix
+    assignment: np.ndarray | sparse.csr_matrix
+    objective: np.ndarray
+    n_iter: int
+    converged: bool
+    sigma: float
+    candidate_edges: np.ndarray
+
+
+def default_n_nodes(n_points: int) -> int:
+    """K = N up to MAX_FULL_NODES points (Algorithm 1), else LANDMARKS (Algorithm 2)."""
+    return n_points if n_points <= MAX_FULL_NODES else LANDMARKS
+
+
+def default_sigma(nodes: np.ndarray) -> float:
+    """Median squared distance from each node to its nearest other node.
+
+    A "small" bandwidth in the sense of §6.1's tuning recipe: each point's soft
+    assignment spreads over its closest few nodes. Falls back to the mean
+    squared spread of the nodes when they all coincide in pairs.
+    """
+    nearest = np.empty(nodes.shape[0])
+    for start in range(0, nodes.shape[0], 2048):
+        block = squared_distances(nodes[start : start + 2048], nodes)
+        block[np.arange(block.shape[0]), start + np.arange(block.shape[0])] = np.inf
+        nearest[start : start + block.shape[0]] = block.min(axis=1)
+    value = float(np.median(nearest))
+    if value <= 0:
+        value = float(np.mean(np.sum((nodes - nodes.mean(0)) ** 2, axis=1))) or 1.0
+    return value
+
+
+def rpg(
+    data,
+    *,
+    graph: str = "tree",
+    n_nodes: int | None = None,
+    sigma: float | None = None,
+    gamma: float = 10.0,
+    lam: float = 1.0,
+    n_neighbors: int = 5,
+    maxiter: int = 50,
+    tol: float = 1e-5,
+    random_state: int = 0,
+    callback: Callable[[int, float], None] | None = None,
+) -> RPGResult:
+    """Learn a principal tree (``graph="tree"``) or ℓ1 graph (``graph="l1"``).
+
+    Parameters
+    ----------
+    data
+        N × D points X.
+    graph
+        ``"tree"``: W is a spanning tree (eq. 20). ``"l1"``: W is the weighted
+        ℓ1 graph of the linear program (19)/(23)/(24), which may hold loops and
+        several connected components.
+    n_nodes
+        K. ``None``: :func:`default_n_nodes`. K = N runs Algorithm 1 (C = X at
+        start); K < N runs Algorithm 2 with k-means landmarks.
+    sigma
+        Bandwidth of the soft assignment (18), in squared units of X.
+        ``None``: :func:`default_sigma` of the initial nodes.
+    gamma
+        Weight of the quantization error against the graph length; small
+        values shorten (and smooth) the graph.
+    lam
+        Weight of the ℓ1 reconstruction error (ℓ1 graph only); larger values
+        give more edges.
+    n_neighbors
+        Candidate edges of the ℓ1 program: each landmark's ``n_neighbors``
+        nearest landmarks, symmetrised (side information, §5.1).
+    maxiter, tol
+        Stop after ``maxiter`` iterations or when the relative change of the
+        objective falls below ``tol`` (the paper uses 1e-5).
+    random_state
+        Seed of the k-means landmarks (the only random step).
+    callback
+        Called as ``callback(iteration, objective)`` after each iteration.
+    """
+    data = as_float_matrix(data, "data")
+    n_points = data.shape[0]
+    if graph not in GRAPHS:
+        raise ValueError(f"graph must be one of {GRAPHS}; got {graph!r}.")
+    if n_points < 3:
+        raise ValueError(f"A principal graph needs at least 3 cells; got {n_points}.")
+    n_nodes = default_n_nodes(n_points) if n_nodes is None else n_nodes
+    n_nodes = check_integer("n_nodes", n_nodes, low=2, high=n_points, role="number of graph nodes K, 2 ≤ K ≤ N")
+    gamma = check_positive("gamma", gamma, role="weight of the quantization error, eq. 17")
+    lam = check_positive("lam", lam, role="weight of the ℓ1 reconstruction error, eq. 17")
+    if graph == "l1":
+        n_neighbors = check_integer(
+            "n_neighbors", n_neighbors, low=1, high=n_nodes - 1, role="candidate neighbours per node, fewer than K"
+        )
+    maxiter = check_integer("maxiter", maxiter, low=1)
+    tol = check_positive("tol", tol, allow_zero=True)
+    random_state = check_integer("random_state", random_state, low=0)
+
+    landmarks = data.copy() if n_nodes == n_points else kmeans(data, n_nodes, random_state=random_state)
+    sigma = default_sigma(landmarks) if sigma is None else check_positive(
+        "sigma", sigma, role="bandwidth of the soft assignment, eq. 18"
+    )
+    centers = landmarks.copy()
+    program = _L1Program(landmarks, n_neighbors, lam) if graph == "l1" else None
+    data_norm2 = float(np.sum(data**2))
+
+    objective: list[float] = []
+    converged = False
+    for iteration in range(1, maxiter + 1):
+        assignment = soft_assignment(data, centers, sigma)  # eq. (18)
+        if program is None:
+            adjacency = minimum_spanning_tree(centers)  # eq. (20)
+            reconstruction = 0.0
+        else:
+            adjacency, reconstruction = program.solve(centers)  # eq. (19)/(23)/(24)
+        graph_laplacian = laplacian(adjacency)
+        resp_data = np.asarray(assignment.matrix.T @ data)  # PᵀX, K × D
+        mass = assignment.column_mass
+        centers = _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)  # eq. (22)
+
+        quantization = (
+            data_norm2 - 2.0 * float(np.sum(centers * resp_data)) + float(mass @ np.sum(centers**2, axis=1))
+        )
+        value = (
+            2.0 * float(np.sum(centers * (graph_laplacian @ centers)))
+            + lam * reconstruction
+            + gamma * (quantization + sigma * assignment.neg_entropy)
+        )
+        objective.append(value)
+        if callback is not None:
+            callback(iteration, value)
+        if iteration > 1 and abs(objective[-2] - value) <= tol * max(abs(objective[-2]), np.finfo(float).tiny):
+            converged = True
+            break
+
+    return RPGResult(
+        centers=centers,
+        landmarks=landmarks,
+        adjacency=adjacency,
+        assignment=assignment.matrix,
+        objective=np.asarray(objective),
+        n_iter=len(objective),
+        converged=converged,
+        sigma=sigma,
+        candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
+    )
+
+
+def _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma) -> np.ndarray:
+    """Eq. (22), C = (2/gamma L + Lambda)⁻¹ PᵀX, by Cholesky.
+
+    The system is singular only on connected components that hold no
+    assignment mass (possible for isolated ℓ1-graph nodes far from every
+    point); the objective does not depend on those nodes, so they keep their
+    position and the rest is solved exactly.
+    """
+    system = (2.0 / gamma) * graph_laplacian + np.diag(mass)
+    _, component = csgraph.connected_components(adjacency, directed=False)
+    free = np.bincount(component, weights=mass)[component] > 0
+    updated = centers.copy()
+    if free.all():
+        updated = linalg.cho_solve(linalg.cho_factor(system, lower=True, check_finite=False), resp_data)
+    else:
+        sub = np.ix_(free, free)
+        updated[free] = linalg.cho_solve(linalg.cho_factor(system[sub], lower=True, check_finite=False), resp_data[free])
+    return updated
+
+
+class _L1Program:
+    """The sparse linear program (19)/(23)/(24) for the weighted ℓ1 graph.
+
+    Primal: one weight w_e ≥ 0 per candidate undirected edge (so W is symmetric
+    with a zero diagonal by construction) and the reconstruction error split
+    as ξ = ξ⁺ - ξ⁻, ξ± ≥ 0 (K × D each), with, for every node k and feature m,
+    Σ_k' w_kk' z_k'm + ξ⁺_km - ξ⁻_km = z_km, at cost
+    Σ_{k,k'} w_kk' φ_kk' + lam Σ (ξ⁺ + ξ⁻) = 2 Σ_e w_e φ_e + lam ||ξ||₁.
+
+    It is solved through its dual, max zᵀy s.t. Aᵀy ≤ 2φ, -lam ≤ y ≤ lam
+    (A the K·D × E matrix of the equality constraints): K·D box-bounded
+    variables and only E inequality rows, which HiGHS' interior-point method
+    (with crossover to a basic solution) solves several times faster than the
+    primal. The optimal W is the dual's multipliers of the edge rows. Only the
+    right-hand side 2φ changes between iterations.
+    """
+
+    def __init__(self, landmarks: np.ndarray, n_neighbors: int, lam: float):
+        self.landmarks = landmarks
+        self.lam = lam
+        self.edges = knn_edges(landmarks, n_neighbors)
+        dim = landmarks.shape[1]
+        n_edges = self.edges.shape[0]
+        heads, tails = self.edges[:, 0], self.edges[:, 1]
+        # Edge e = (a, b) enters node a's rows with z_b and node b's rows with z_a.
+        feature = np.arange(dim)
+        cols = np.concatenate([(heads[:, None] * dim + feature).ravel(), (tails[:, None] * dim + feature).ravel()])
+        rows = np.concatenate([np.repeat(np.arange(n_edges), dim)] * 2)
+        vals = np.concatenate([landmarks[tails].ravel(), landmarks[heads].ravel()])
+        self.edge_rows = sparse.csr_matrix((vals, (rows, cols)), shape=(n_edges, landmarks.size))  # Aᵀ
+
+    def solve(self, centers: np.ndarray) -> tuple[sparse.csr_matrix, float]:
+        """Optimal W for the current centers, and ||Z - WZ||_1 at that W."""
+        heads, tails = self.edges[:, 0], self.edges[:, 1]
+        phi = np.sum((centers[heads] - centers[tails]) ** 2, axis=1)
+        result = optimize.linprog(
+            -self.landmarks.ravel(),
+            A_ub=self.edge_rows,
+            b_ub=2.0 * phi,
+            bounds=(-self.lam, self.lam),
+            method="highs-ipm",
+        )
+        if result.status != 0:
+            raise ValueError(
+                f"The ℓ1-graph linear program (eq. 19) failed: {result.message} "
+                "Try another lam or n_neighbors, or the principal tree (tl.rpg)."
+            )
+        weights = np.maximum(-result.ineqlin.marginals, 0.0)
+        adjacency = from_edges(self.edges, weights, self.landmarks.shape[0])
+        # The ℓ1 term at the returned W, computed from W itself rather than the solver's tolerances.
+        reconstruction = float(np.abs(self.landmarks - adjacency @ self.landmarks).sum())
+        return adjacency, reconstruction

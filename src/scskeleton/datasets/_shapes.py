@@ -1,0 +1,86 @@
+"""Generated 2-D shapes with known structure (the RPG and MPME papers' test sets).
+
+Each returns an AnnData with the points in ``X`` and in ``obsm["X_pca"]`` (so
+the graph learners run on them with their default ``use_rep``), plus the
+ground truth in ``obs``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+
+from .._core.validation import check_integer, check_positive
+
+
+def circle(n_cells: int = 100, *, noise: float = 0.05, random_state: int = 0) -> AnnData:
+    """Points around the unit circle: a loop. ``obs["true_angle"]`` in [0, 2π)."""
+    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    angle = rng.uniform(0, 2 * np.pi, n_cells)
+    points = np.column_stack([np.cos(angle), np.sin(angle)])
+    return _wrap(points + noise * rng.standard_normal(points.shape), {"true_angle": angle}, "circle")
+
+
+def moons(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) -> AnnData:
+    """Two interleaved, separated half circles. ``obs["true_component"]`` is 0 or 1."""
+    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    label = np.arange(n_cells) % 2
+    angle = rng.uniform(0, np.pi, n_cells)
+    points = np.where(
+        label[:, None] == 0,
+        np.column_stack([np.cos(angle), np.sin(angle)]),
+        np.column_stack([1 - np.cos(angle), 0.5 - np.sin(angle)]),
+    )
+    points = points + noise * rng.standard_normal(points.shape)
+    return _wrap(points, {"true_component": pd.Categorical(label.astype(str)), "true_angle": angle}, "moons")
+
+
+def three_clusters(n_cells: int = 300, *, noise: float = 0.08, random_state: int = 0) -> AnnData:
+    """Three Gaussian clusters at the corners of a triangle, joined by a few
+    sparse bridge points (weakly connected). ``obs["true_component"]``."""
+    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    centers = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 0.9]])
+    label = np.arange(n_cells) % 3
+    points = centers[label] + noise * rng.standard_normal((n_cells, 2))
+    bridges = max(1, n_cells // 100)  # a handful of stray points between clusters
+    stray = rng.choice(n_cells, size=bridges, replace=False)
+    mix = rng.uniform(0.35, 0.65, size=bridges)
+    points[stray] = mix[:, None] * centers[label[stray]] + (1 - mix[:, None]) * centers[(label[stray] + 1) % 3]
+    return _wrap(points, {"true_component": pd.Categorical(label.astype(str))}, "three_clusters")
+
+
+def distorted_s(n_cells: int = 100, *, noise: float = 0.05, random_state: int = 0) -> AnnData:
+    """An S-shaped curve with position-dependent noise: a single path.
+    ``obs["true_position"]`` runs from 0 to 1 along the curve."""
+    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    t = np.sort(rng.uniform(0, 1, n_cells))
+    angle = 3 * np.pi * (t - 0.5)
+    points = np.column_stack([np.sin(angle), np.sign(angle) * (np.cos(angle) - 1)])
+    points = points + noise * (0.5 + t[:, None]) * rng.standard_normal(points.shape)
+    return _wrap(points, {"true_position": t}, "distorted_s")
+
+
+def spiral(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) -> AnnData:
+    """An Archimedean spiral of two turns: a single path. ``obs["true_position"]``."""
+    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    t = np.sort(rng.uniform(0, 1, n_cells))
+    angle = 4 * np.pi * t + np.pi / 2
+    radius = 0.2 + 0.8 * t
+    points = radius[:, None] * np.column_stack([np.cos(angle), np.sin(angle)])
+    return _wrap(points + noise * rng.standard_normal(points.shape), {"true_position": t}, "spiral")
+
+
+def _start(n_cells, noise, random_state):
+    n_cells = check_integer("n_cells", n_cells, low=3)
+    noise = check_positive("noise", noise, allow_zero=True)
+    random_state = check_integer("random_state", random_state, low=0)
+    return np.random.default_rng(random_state), n_cells, noise
+
+
+def _wrap(points: np.ndarray, truth: dict, name: str) -> AnnData:
+    obs = pd.DataFrame(truth, index=[f"cell_{i}" for i in range(points.shape[0])])
+    adata = AnnData(X=points.astype(np.float32), obs=obs, var=pd.DataFrame(index=["x", "y"]))
+    adata.obsm["X_pca"] = points.astype(np.float64)
+    adata.uns["shape"] = name
+    return adata

@@ -1,0 +1,254 @@
+"""``tl.rpg`` and ``tl.rpg_l1``: regularized principal graphs."""
+
+from __future__ import annotations
+
+from anndata import AnnData
+from scanpy import logging as logg
+
+from .._core import rpg as core
+from ._inputs import check_key, check_random_state, get_representation
+from ._progress import iteration_progress
+from ._results import write_graph
+
+_TUNING = """
+    Tuning (§6.1 of the paper): start with a small ``sigma``, then lower
+    ``gamma`` from large to small until the graph fits the data without
+    overshooting, finally raise ``sigma`` for a smoother structure. For the
+    ℓ1 graph, first pick ``lam`` (and ``n_neighbors``) so that the graph holds
+    the key structure. The paper's Table 1 (2-D data of unit scale; the
+    principal tree and the ℓ1 graph share them):
+
+    ================  =====  =====  =====  ===  ===
+    data set            N    sigma  gamma  lam   nn
+    ================  =====  =====  =====  ===  ===
+    distorted S-shape   100  0.01   0.5    1.0   5
+    spiral              200  0.01   0.5    1.0  10
+    circle              100  0.1    0.5    1.0  10
+    two moons           200  0.01   3      0.1   5
+    tree                300  0.01   10     1.0   5
+    three clusters      300  0.01   0.5    0.1   5
+    ================  =====  =====  =====  ===  ===
+
+    ``sigma`` is in squared units of the representation, so it must follow
+    its scale; the default (``None``) takes the median squared distance from
+    each initial node to its nearest other node.
+"""
+
+
+def rpg(
+    adata: AnnData,
+    *,
+    use_rep: str = "X_pca",
+    n_pcs: int | None = None,
+    n_nodes: int | None = None,
+    sigma: float | None = None,
+    gamma: float = 10.0,
+    maxiter: int = 50,
+    tol: float = 1e-5,
+    key_added: str | None = None,
+    random_state: int = 0,
+    copy: bool = False,
+) -> AnnData | None:
+    """Learn a principal tree with the regularized principal graph (RPG) method.
+
+    Mao, Wang, Tsang & Sun, regularized principal graph (shared/papers/rpg_…),
+    problem (17) with the spanning-tree constraint: K principal points C in
+    the space of ``use_rep`` joined by a spanning tree W, and a soft
+    assignment P of cells to points. Algorithm 1 (K = N) or Algorithm 2
+    (K landmarks): P by eq. (18), W as a minimum spanning tree (eq. 20), C by eq. (22) as a
+    K × K Cholesky solve. The objective never increases (Theorem 1).
+    {tuning}
+    Parameters
+    ----------
+    adata
+        Annotated data matrix.
+    use_rep
+        ``obsm`` key (default ``"X_pca"``) or ``"X"``; the graph's nodes live in
+        this space.
+    n_pcs
+        Use only the first ``n_pcs`` columns of ``use_rep``.
+    n_nodes
+        K. ``None``: K = N up to 1,000 cells (Algorithm 1, nodes start at the
+        cells), otherwise 1,000 k-means landmarks (Algorithm 2).
+    sigma
+        Bandwidth of the soft assignment, eq. (18), in squared units of
+        ``use_rep``; ``None`` estimates a small one from the data (see above).
+    gamma
+        Weight of the quantization error against the tree length in (17);
+        smaller values give a shorter, smoother tree. Default 10 (Table 1, tree).
+    maxiter, tol
+        Stop after ``maxiter`` iterations or at relative change < ``tol``
+        (the paper's rule uses 1e-5).
+    key_added
+        Key of the results; default ``"rpg"``.
+    random_state
+        Seed of the k-means landmarks; the same seed gives identical results.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets (``key`` =
+    ``key_added``):
+
+    ``adata.uns[key]``
+        ``method`` (``"rpg"``), ``params``, ``nodes`` (C, K × D), ``space``
+        (= ``use_rep``), ``adjacency`` (the tree, K × K sparse), ``objective``
+        (per iteration), ``n_iter``, ``converged``.
+    ``adata.obsm[f"{key}_assignment"]``
+        P, N × K soft assignment of cells to nodes.
+
+    ``tl.root``, ``tl.pseudotime``, ``tl.path`` and every ``pl`` function work
+    on the result.
+    """
+    return _fit(
+        adata,
+        graph="tree",
+        default_key="rpg",
+        use_rep=use_rep,
+        n_pcs=n_pcs,
+        n_nodes=n_nodes,
+        sigma=sigma,
+        gamma=gamma,
+        lam=1.0,
+        n_neighbors=0,
+        maxiter=maxiter,
+        tol=tol,
+        key_added=key_added,
+        random_state=random_state,
+        copy=copy,
+    )
+
+
+def rpg_l1(
+    adata: AnnData,
+    *,
+    use_rep: str = "X_pca",
+    n_pcs: int | None = None,
+    n_nodes: int | None = None,
+    sigma: float | None = None,
+    gamma: float = 10.0,
+    lam: float = 1.0,
+    n_neighbors: int = 10,
+    maxiter: int = 50,
+    tol: float = 1e-5,
+    key_added: str | None = None,
+    random_state: int = 0,
+    copy: bool = False,
+) -> AnnData | None:
+    """Learn a weighted ℓ1 principal graph: loops and several components allowed.
+
+    Problem (17) of the regularized principal graph paper (shared/papers/rpg_…)
+    with the ℓ1 graph: besides the graph length and the quantization error,
+    each landmark z_k must be reconstructed from its neighbours,
+    z_k ≈ Σ_k' w_k'k z_k', at a cost ``lam`` · ||ξ_k||₁. W is the solution of
+    the linear program (19)/(23) — (24) with landmarks — restricted to the
+    symmetrised ``n_neighbors`` nearest neighbours of each landmark (side
+    information, §5.1), solved by HiGHS on a sparse constraint matrix with
+    O(K·n_neighbors + K·D) variables. P by eq. (18) and C by eq. (22) as in
+    :func:`rpg`; the objective never increases (Theorem 1).
+    {tuning}
+    Parameters
+    ----------
+    adata, use_rep, n_pcs, n_nodes, sigma, gamma, maxiter, tol, random_state, copy
+        As in :func:`rpg`.
+    lam
+        Weight of the ℓ1 reconstruction error; larger values keep more edges.
+        In units of ``use_rep`` (the graph length is in squared units).
+    n_neighbors
+        Candidate edges per landmark (symmetrised), fewer than K. Default 10.
+        Edges outside this set are never created, so it bounds which parts of
+        the data can be joined.
+    key_added
+        Key of the results; default ``"rpg_l1"``.
+
+    Returns
+    -------
+    ``None``, or the copy. Sets the fields listed in :func:`rpg`, with
+    ``method`` = ``"rpg_l1"`` and ``adjacency`` holding the ℓ1 graph's weights.
+    ``tl.pseudotime`` measures pseudotime within the root's connected
+    component; cells of other components get NaN (with a warning).
+    """
+    return _fit(
+        adata,
+        graph="l1",
+        default_key="rpg_l1",
+        use_rep=use_rep,
+        n_pcs=n_pcs,
+        n_nodes=n_nodes,
+        sigma=sigma,
+        gamma=gamma,
+        lam=lam,
+        n_neighbors=n_neighbors,
+        maxiter=maxiter,
+        tol=tol,
+        key_added=key_added,
+        random_state=random_state,
+        copy=copy,
+    )
+
+
+rpg.__doc__ = rpg.__doc__.replace("{tuning}", _TUNING)
+rpg_l1.__doc__ = rpg_l1.__doc__.replace("{tuning}", _TUNING)
+
+
+def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, lam, n_neighbors, maxiter, tol,
+         key_added, random_state, copy):
+    key = check_key(key_added, default_key)
+    random_state = check_random_state(random_state)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
+    n_cells = data.shape[0]
+    resolved_nodes = core.default_n_nodes(n_cells) if n_nodes is None else n_nodes
+    name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
+
+    start = logg.info(f"computing {name} on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
+    with iteration_progress(name, maxiter=maxiter, size=n_cells * int(resolved_nodes)) as callback:
+        result = core.rpg(
+            data,
+            graph=graph,
+            n_nodes=resolved_nodes,
+            sigma=sigma,
+            gamma=gamma,
+            lam=lam,
+            n_neighbors=n_neighbors,
+            maxiter=maxiter,
+            tol=tol,
+            random_state=random_state,
+            callback=callback,
+        )
+    if not result.converged:
+        logg.warning(f"{name} did not converge in {maxiter} iterations (tol={tol}); consider a larger maxiter.")
+
+    params = {
+        "use_rep": use_rep,
+        "n_pcs": data.shape[1],
+        "n_nodes": resolved_nodes,
+        "sigma": result.sigma,
+        "gamma": gamma,
+        "maxiter": maxiter,
+        "tol": tol,
+        "random_state": random_state,
+    }
+    if graph == "l1":
+        params.update(lam=lam, n_neighbors=n_neighbors, n_candidate_edges=result.candidate_edges.shape[0])
+    adata = adata.copy() if copy else adata
+    written = write_graph(
+        adata,
+        key,
+        method=default_key,
+        params=params,
+        nodes=result.centers,
+        space=use_rep,
+        adjacency=result.adjacency,
+        objective=result.objective,
+        n_iter=result.n_iter,
+        converged=result.converged,
+        assignment=result.assignment,
+    )
+    logg.info(
+        f"    finished ({result.n_iter} iterations, {resolved_nodes} nodes, "
+        f"{result.adjacency.nnz // 2} edges)",
+        time=start,
+        deep="added\n    " + ", ".join(written),
+    )
+    return adata if copy else None

@@ -1,0 +1,117 @@
+import numpy as np
+import pytest
+from scipy import linalg, optimize, sparse
+
+import scskeleton as sks
+from scskeleton._core.assign import soft_assignment
+from scskeleton._core.graphs import laplacian, minimum_spanning_tree
+from scskeleton._core.rpg import _L1Program, _update_centers, default_n_nodes, rpg
+
+
+def _points(name, **kwargs):
+    return getattr(sks.datasets, name)(**kwargs).obsm["X_pca"]
+
+
+def _non_increasing(objective, rtol):
+    previous, current = objective[:-1], objective[1:]
+    return bool(np.all(current <= previous + rtol * np.abs(previous)))
+
+
+@pytest.mark.parametrize("graph", ["tree", "l1"])
+@pytest.mark.parametrize("n_nodes", [None, 40])
+def test_objective_never_increases(graph, n_nodes):
+    data = _points("distorted_s", n_cells=100, random_state=1)
+    result = rpg(data, graph=graph, n_nodes=n_nodes, sigma=0.01, gamma=0.5, maxiter=25, tol=0.0)
+    # the tree's blocks are closed-form; the ℓ1 block is an LP solved to HiGHS' tolerance
+    assert _non_increasing(result.objective, 1e-12 if graph == "tree" else 1e-8)
+    assert result.objective[-1] < result.objective[0]
+
+
+def test_l1_program_solution_is_feasible_and_optimal():
+    rng = np.random.default_rng(0)
+    landmarks = rng.normal(size=(25, 3))
+    centers = landmarks + 0.1 * rng.normal(size=landmarks.shape)
+    program = _L1Program(landmarks, n_neighbors=4, lam=0.7)
+    adjacency, reconstruction = program.solve(centers)
+    dense = adjacency.toarray()
+    assert (dense >= 0).all() and np.allclose(dense, dense.T) and np.all(np.diag(dense) == 0)
+    candidates = np.zeros_like(dense, dtype=bool)
+    candidates[program.edges[:, 0], program.edges[:, 1]] = True
+    assert not dense[~(candidates | candidates.T)].any()  # only candidate edges
+    value = np.sum(dense * ((centers[:, None] - centers[None]) ** 2).sum(-1)) + 0.7 * reconstruction
+
+    # the primal of (19)/(23), solved directly: same optimum
+    n_edges, size = program.edges.shape[0], landmarks.size
+    phi = np.sum((centers[program.edges[:, 0]] - centers[program.edges[:, 1]]) ** 2, axis=1)
+    equality = sparse.hstack([program.edge_rows.T, sparse.identity(size), -sparse.identity(size)])
+    primal = optimize.linprog(
+        np.concatenate([2 * phi, np.full(2 * size, 0.7)]), A_eq=equality, b_eq=landmarks.ravel(), bounds=(0, None), method="highs"
+    )
+    assert value == pytest.approx(primal.fun, rel=1e-7)
+
+
+def test_center_update_is_eq22_and_a_block_minimum():
+    rng = np.random.default_rng(1)
+    data, centers = rng.normal(size=(60, 4)), rng.normal(size=(12, 4))
+    gamma, sigma = 2.0, 0.5
+    assignment = soft_assignment(data, centers, sigma)
+    P = assignment.matrix.toarray() if sparse.issparse(assignment.matrix) else assignment.matrix
+    tree = minimum_spanning_tree(centers)
+    L = laplacian(tree)
+    updated = _update_centers(centers, L, tree, assignment.column_mass, P.T @ data, gamma)
+    expected = np.linalg.solve(2 / gamma * L + np.diag(P.sum(0)), P.T @ data)
+    np.testing.assert_allclose(updated, expected, atol=1e-10)
+
+    def objective(C):
+        dist = ((data[:, None] - C[None]) ** 2).sum(-1)
+        return 2 * np.sum(C * (L @ C)) + gamma * np.sum(P * dist)
+
+    best = objective(updated)
+    for _ in range(10):
+        assert objective(updated + 1e-3 * rng.normal(size=updated.shape)) > best
+
+
+def test_centers_of_massless_components_stay_put():
+    centers = np.array([[0.0, 0.0], [1.0, 0.0], [50.0, 50.0]])
+    adjacency = sparse.csr_matrix(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=float))
+    mass = np.array([2.0, 3.0, 0.0])
+    updated = _update_centers(centers, laplacian(adjacency), adjacency, mass, np.ones((3, 2)), 1.0)
+    assert np.isfinite(updated).all()
+    np.testing.assert_array_equal(updated[2], centers[2])
+
+
+def test_same_random_state_same_graph():
+    data = _points("three_clusters", n_cells=150, random_state=2)
+    first = rpg(data, graph="l1", n_nodes=50, random_state=3, maxiter=5)
+    second = rpg(data, graph="l1", n_nodes=50, random_state=3, maxiter=5)
+    np.testing.assert_array_equal(first.centers, second.centers)
+    assert (first.adjacency != second.adjacency).nnz == 0
+    np.testing.assert_array_equal(first.objective, second.objective)
+
+
+def test_default_number_of_nodes():
+    assert default_n_nodes(800) == 800 and default_n_nodes(70_000) == 1000
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(graph="star"), "graph"),
+        (dict(sigma=0.0), "sigma"),
+        (dict(gamma=-1.0), "gamma"),
+        (dict(graph="l1", lam=0.0), "lam"),
+        (dict(graph="l1", n_neighbors=40), "n_neighbors"),
+        (dict(n_nodes=1), "n_nodes"),
+        (dict(n_nodes=41), "n_nodes"),
+    ],
+)
+def test_bad_parameters(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        rpg(_points("circle", n_cells=40), **kwargs)
+
+
+def test_failed_program_is_reported(monkeypatch):
+    failed = optimize.OptimizeResult(status=4, message="Numerical difficulties.", x=None)
+    monkeypatch.setattr(optimize, "linprog", lambda *args, **kwargs: failed)
+    with pytest.raises(ValueError, match="linear program .* failed"):
+        rpg(_points("circle", n_cells=40), graph="l1", maxiter=2)

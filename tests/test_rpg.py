@@ -1,0 +1,157 @@
+"""tl.rpg / tl.rpg_l1: recovered shapes, schema, trajectories, bad input."""
+
+import anndata
+import networkx as nx
+import numpy as np
+import pytest
+import scanpy as sc
+from scipy.sparse import csgraph
+from scipy.stats import spearmanr
+
+import scskeleton as sks
+
+
+def _components(adata, key):
+    return csgraph.connected_components(adata.uns[key]["adjacency"], directed=False)[0]
+
+
+def _winds_around_origin(adata, key):
+    """Whether some cycle of the graph goes once around the origin."""
+    nodes = adata.uns[key]["nodes"]
+    angle = np.arctan2(nodes[:, 1], nodes[:, 0])
+    graph = nx.from_scipy_sparse_array(adata.uns[key]["adjacency"])
+    for cycle in nx.cycle_basis(graph):
+        steps = np.diff(angle[cycle + cycle[:1]])
+        winding = np.sum((steps + np.pi) % (2 * np.pi) - np.pi) / (2 * np.pi)
+        if round(abs(winding)) == 1:
+            return True
+    return False
+
+
+def test_circle_l1_graph_has_the_loop_and_the_tree_does_not():
+    adata = sks.datasets.circle(100, random_state=0)
+    sks.tl.rpg_l1(adata)
+    sks.tl.rpg(adata)
+    assert _winds_around_origin(adata, "rpg_l1")
+    tree = adata.uns["rpg"]["adjacency"]
+    assert tree.nnz // 2 == tree.shape[0] - 1 and _components(adata, "rpg") == 1  # acyclic
+
+
+@pytest.mark.parametrize("shape, n_components", [("moons", 2), ("three_clusters", 3)])
+def test_l1_graph_separates_components(shape, n_components):
+    adata = getattr(sks.datasets, shape)(random_state=0)
+    sks.tl.rpg_l1(adata)
+    assert _components(adata, "rpg_l1") == n_components
+    # each learned component is (almost) one true component; the generator's few
+    # bridge points sit between clusters and may join either side
+    label = adata.obs["true_component"].to_numpy()
+    _, node_component = csgraph.connected_components(adata.uns["rpg_l1"]["adjacency"], directed=False)
+    cell_component = node_component[np.asarray(adata.obsm["rpg_l1_assignment"].argmax(axis=1)).ravel()]
+    for part in np.unique(cell_component):
+        _, counts = np.unique(label[cell_component == part], return_counts=True)
+        assert counts.max() >= 0.97 * counts.sum()
+
+
+@pytest.mark.parametrize("shape", ["distorted_s", "spiral"])
+def test_curves_give_a_single_path(shape):
+    adata = getattr(sks.datasets, shape)(random_state=0)
+    sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", obs_min="true_position")
+    sks.tl.pseudotime(adata, "rpg")
+    assert len(adata.uns["rpg"]["branch_points"]) == 0
+    assert spearmanr(adata.obs["rpg_pseudotime"], adata.obs["true_position"])[0] >= 0.95
+
+
+@pytest.mark.parametrize("n_leaves", [2, 3])
+def test_principal_tree_recovers_branching(n_leaves):
+    adata = sks.datasets.branching(600, n_leaves=n_leaves, random_state=0)
+    sc.pp.pca(adata, n_comps=20)
+    sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", group=("true_branch", "trunk"))
+    sks.tl.pseudotime(adata, "rpg")
+    assert len(adata.uns["rpg"]["branch_points"]) == n_leaves - 1
+    assert spearmanr(adata.obs["rpg_pseudotime"], adata.obs["true_pseudotime"])[0] >= 0.95
+
+
+def test_landmarks_schema_and_round_trip(tmp_path):
+    adata = sks.datasets.three_clusters(300, random_state=1)
+    sks.tl.rpg_l1(adata, n_nodes=60, key_added="graph")
+    entry = adata.uns["graph"]
+    assert entry["method"] == "rpg_l1" and entry["space"] == "X_pca"
+    assert entry["nodes"].shape == (60, 2) and adata.obsm["graph_assignment"].shape == (300, 60)
+    assert entry["params"]["n_nodes"] == 60 and entry["params"]["sigma"] > 0
+    sks.tl.root(adata, "graph", group=("true_component", "0"))
+    sks.tl.pseudotime(adata, "graph")
+    times = adata.obs["graph_pseudotime"]
+    assert times.isna().any() and times.notna().any()  # other components have no root
+
+    adata.write_h5ad(tmp_path / "graph.h5ad")
+    back = anndata.read_h5ad(tmp_path / "graph.h5ad")
+    np.testing.assert_array_equal(back.uns["graph"]["nodes"], entry["nodes"])
+    assert (back.uns["graph"]["adjacency"] != entry["adjacency"]).nnz == 0
+    np.testing.assert_array_equal(back.obs["graph_pseudotime"], times)
+    assert back.uns["graph"]["params"] == dict(entry["params"])
+
+
+def test_same_random_state_same_result():
+    first, second = sks.datasets.moons(300), sks.datasets.moons(300)
+    sks.tl.rpg(first, n_nodes=80, random_state=5)
+    sks.tl.rpg(second, n_nodes=80, random_state=5)
+    np.testing.assert_array_equal(first.uns["rpg"]["nodes"], second.uns["rpg"]["nodes"])
+    np.testing.assert_array_equal(first.uns["rpg"]["objective"], second.uns["rpg"]["objective"])
+
+
+def test_plots_work_on_principal_graphs(tmp_path):
+    adata = sks.datasets.circle(80)
+    sks.tl.rpg_l1(adata)
+    sks.pl.tree(adata, "rpg_l1", save=tmp_path / "graph.png", show=False)
+    sks.pl.convergence(adata, "rpg_l1", save=tmp_path / "objective.png", show=False)
+    assert (tmp_path / "graph.png").stat().st_size > 0
+
+
+def test_use_rep_x_works():
+    adata = sks.datasets.spiral(120)
+    sks.tl.rpg(adata, use_rep="X")
+    sks.tl.root(adata, "rpg", obs_min="true_position")
+    sks.tl.pseudotime(adata, "rpg")
+    assert adata.uns["rpg"]["space"] == "X" and adata.obs["rpg_pseudotime"].notna().all()
+
+
+@pytest.mark.parametrize(
+    "function, kwargs, error, fragment",
+    [
+        (sks.tl.rpg, dict(sigma=0.0), ValueError, "sigma"),
+        (sks.tl.rpg, dict(sigma=-1.0), ValueError, "sigma"),
+        (sks.tl.rpg, dict(n_nodes=500), ValueError, "n_nodes"),
+        (sks.tl.rpg, dict(use_rep="X_umap"), KeyError, "X_umap"),
+        (sks.tl.rpg_l1, dict(n_neighbors=80), ValueError, "n_neighbors"),
+        (sks.tl.rpg_l1, dict(n_nodes=10, n_neighbors=10), ValueError, "n_neighbors"),
+        (sks.tl.rpg_l1, dict(lam=-1.0), ValueError, "lam"),
+        (sks.tl.rpg_l1, dict(random_state=1.5), ValueError, "random_state"),
+    ],
+)
+def test_bad_input_leaves_adata_unchanged(function, kwargs, error, fragment):
+    adata = sks.datasets.circle(80)
+    before = (sorted(adata.uns), sorted(adata.obsm), list(adata.obs.columns))
+    with pytest.raises(error, match=fragment):
+        function(adata, **kwargs)
+    assert (sorted(adata.uns), sorted(adata.obsm), list(adata.obs.columns)) == before
+
+
+def test_nan_input_rejected():
+    adata = sks.datasets.circle(50)
+    adata.obsm["X_pca"][4, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sks.tl.rpg_l1(adata)
+    assert "rpg_l1" not in adata.uns
+
+
+def test_failed_program_leaves_adata_unchanged(monkeypatch):
+    from scipy import optimize
+
+    adata = sks.datasets.circle(50)
+    failed = optimize.OptimizeResult(status=2, message="The problem is infeasible.", x=None)
+    monkeypatch.setattr(optimize, "linprog", lambda *args, **kwargs: failed)
+    with pytest.raises(ValueError, match="infeasible"):
+        sks.tl.rpg_l1(adata)
+    assert "rpg_l1" not in adata.uns and "rpg_l1_assignment" not in adata.obsm
