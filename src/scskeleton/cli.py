@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 #: Graph learners the ``fit`` command can run, by ``--method`` name.
-METHODS = ("ddrtree",)
+METHODS = ("ddrtree", "rpg", "rpg_l1")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,61 +53,77 @@ class SoftAssignment:
         return np.asarray(self.matrix.sum(axis=0)).ravel()
 
 
-def squared_distances(points: np.ndarray, centers: np.ndarray) -> np.ndarray:
+def squared_distances(points: np.ndarray, centers: np.ndarray, point_norms: np.ndarray | None = None) -> np.ndarray:
     """Squared Euclidean distances between rows of ``points`` and ``centers``.
 
     Uses the expansion ||x||² - 2 x·c + ||c||² (one BLAS call) and clips the
-    round-off negatives to zero.
+    round-off negatives to zero. ``point_norms`` (the rows' squared norms) may
+    be passed when the same points are compared with many center sets.
     """
     d2 = points @ (-2.0 * centers.T)
-    d2 += np.einsum("ij,ij->i", points, points)[:, None]
+    d2 += (np.einsum("ij,ij->i", points, points) if point_norms is None else point_norms)[:, None]
     d2 += np.einsum("ij,ij->i", centers, centers)[None, :]
     np.maximum(d2, 0.0, out=d2)
     return d2
 
 
 def soft_assignment(
-    points: np.ndarray, centers: np.ndarray, sigma: float, *, chunk_rows: int = CHUNK_ROWS
+    points: np.ndarray,
+    centers: np.ndarray,
+    sigma: float,
+    *,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> SoftAssignment:
     """Entropy-regularised soft assignment of ``points`` (N × d) to ``centers`` (K × d).
 
     Working with each row's excess distance over its minimum keeps the largest
     weight of every row at exp(0) = 1, so no row can underflow to all zeros
-    however small ``sigma`` is. Rows are laid out in CSR order as they are
-    produced, so the whole matrix is never held densely.
+    however small ``sigma`` is. Sparse rows are laid out in CSR order as they
+    are produced; when the first row block shows that R will be dense, rows
+    are written straight into an N × K array instead.
     """
     n_points, n_centers = points.shape[0], centers.shape[0]
     limit = -LOG_CUTOFF * sigma  # largest excess squared distance that is kept
+    center_norms = np.einsum("ij,ij->i", centers, centers)
+    scaled_centers = -2.0 * centers.T
+    dense = None
     values, columns, row_counts = [], [], []
     neg_entropy = 0.0
     for start in range(0, n_points, chunk_rows):
-        rows, cols, excess = _near_centers(points[start : start + chunk_rows], centers, limit)
-        n_rows = min(chunk_rows, n_points - start)
-        log_kept = excess * (-1.0 / sigma)
-        log_row_sum = np.log(np.bincount(rows, weights=np.exp(log_kept), minlength=n_rows))
+        stop = min(start + chunk_rows, n_points)
+        # ||x||² is the same for a whole row and cancels in the excess over the
+        # row minimum, so only -2 x·c + ||c||² is formed.
+        excess = points[start:stop] @ scaled_centers
+        excess += center_norms
+        excess -= excess.min(axis=1, keepdims=True)
+        kept = excess <= limit
+        if dense is None:
+            dense = kept.mean() >= SPARSE_DENSITY
+            matrix = np.empty((n_points, n_centers)) if dense else None
+        if dense:
+            weights = np.exp(excess * (-1.0 / sigma), out=matrix[start:stop])
+            weights[~kept] = 0.0
+            row_sum = weights.sum(axis=1)
+            weights /= row_sum[:, None]
+            # Σ_k r log r = Σ_k r (-excess/sigma) - log(row_sum), as each row sums to one
+            neg_entropy += -np.einsum("ij,ij->", weights, excess) / sigma - float(np.log(row_sum).sum())
+            continue
+        flat = np.flatnonzero(kept)  # one pass; faster than 2-D nonzero
+        rows, cols = np.divmod(flat, n_centers)
+        log_kept = excess.ravel()[flat] * (-1.0 / sigma)
+        log_row_sum = np.log(np.bincount(rows, weights=np.exp(log_kept), minlength=stop - start))
         log_kept -= log_row_sum[rows]  # log r_ik
-        kept = np.exp(log_kept)
-        neg_entropy += float(kept @ log_kept)
-        values.append(kept)
+        kept_values = np.exp(log_kept)
+        neg_entropy += float(kept_values @ log_kept)
+        values.append(kept_values)
         columns.append(cols)
-        row_counts.append(np.bincount(rows, minlength=n_rows))
-    indptr = np.concatenate([[0], np.cumsum(np.concatenate(row_counts))])
-    matrix = sparse.csr_matrix(
-        (np.concatenate(values), np.concatenate(columns), indptr), shape=(n_points, n_centers)
-    )
-    if matrix.nnz >= SPARSE_DENSITY * n_points * n_centers:
-        matrix = matrix.toarray()
+        row_counts.append(np.bincount(rows, minlength=stop - start))
+    if not dense:
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate(row_counts))])
+        matrix = sparse.csr_matrix(
+            (np.concatenate(values), np.concatenate(columns), indptr), shape=(n_points, n_centers)
+        )
     return SoftAssignment(matrix=matrix, neg_entropy=neg_entropy)
-
-
-def _near_centers(chunk: np.ndarray, centers: np.ndarray, limit: float):
-    """(row, center, excess) for every pair whose squared distance exceeds the
-    row's smallest by at most ``limit``, in row-major order."""
-    excess = squared_distances(chunk, centers)
-    excess -= excess.min(axis=1, keepdims=True)
-    flat = np.flatnonzero(excess <= limit)  # one pass; faster than 2-D nonzero
-    rows, cols = np.divmod(flat, centers.shape[0])
-    return rows, cols, excess.ravel()[flat]
 
 
 def kmeans_plus_plus(points: np.ndarray, n_centers: int, rng: np.random.Generator) -> np.ndarray:
@@ -117,9 +133,10 @@ def kmeans_plus_plus(points: np.ndarray, n_centers: int, rng: np.random.Generato
     distance to the closest center chosen so far. O(N · K · d).
     """
     n_points = points.shape[0]
+    norms = np.einsum("ij,ij->i", points, points)
     chosen = np.empty(n_centers, dtype=np.intp)
     chosen[0] = rng.integers(n_points)
-    closest = squared_distances(points, points[chosen[:1]]).ravel()
+    closest = squared_distances(points, points[chosen[:1]], norms).ravel()
     for k in range(1, n_centers):
         total = closest.sum()
         if total <= 0:  # fewer distinct points than centers: take any unused point
@@ -127,7 +144,7 @@ def kmeans_plus_plus(points: np.ndarray, n_centers: int, rng: np.random.Generato
             chosen[k] = unused[rng.integers(unused.size)]
         else:
             chosen[k] = rng.choice(n_points, p=closest / total)
-        np.minimum(closest, squared_distances(points, points[chosen[k : k + 1]]).ravel(), out=closest)
+        np.minimum(closest, squared_distances(points, points[chosen[k : k + 1]], norms).ravel(), out=closest)
     return chosen
 
 
@@ -138,25 +155,31 @@ def kmeans(
     random_state: int = 0,
     max_iter: int = 10,
     max_points: int = 50_000,
+    max_seed_points: int = 10_000,
     chunk_rows: int = CHUNK_ROWS,
 ) -> np.ndarray:
     """Deterministic k-means: k-means++ seeding, then Lloyd iterations.
 
     Pure numpy, single pass order, so the same ``random_state`` gives
-    bit-identical centers on any machine and thread count. Above ``max_points``
-    points, seeding and Lloyd run on a random subset of that size: the result is
-    only an initialisation, which the solvers refine on all points. A center that
-    loses all its points keeps its previous position. Returns the K × d centers.
+    bit-identical centers on any machine and thread count. Lloyd runs on at
+    most ``max_points`` points and the seeding (K sequential passes) on at most
+    ``max_seed_points``, each a random subset: the result is only an
+    initialisation, which the solvers refine on all points. A center that loses
+    all its points keeps its previous position. Returns the K × d centers.
     """
     rng = np.random.default_rng(random_state)
     if points.shape[0] > max_points:
         points = points[np.sort(rng.choice(points.shape[0], size=max_points, replace=False))]
-    centers = points[kmeans_plus_plus(points, n_centers, rng)].copy()
+    seed_pool = points
+    if points.shape[0] > max_seed_points:
+        seed_pool = points[np.sort(rng.choice(points.shape[0], size=max_seed_points, replace=False))]
+    centers = seed_pool[kmeans_plus_plus(seed_pool, n_centers, rng)].copy()
+    norms = np.einsum("ij,ij->i", points, points)
     labels = np.full(points.shape[0], -1, dtype=np.intp)
     for _ in range(max_iter):
         new_labels = np.concatenate(
             [
-                squared_distances(points[s : s + chunk_rows], centers).argmin(axis=1)
+                squared_distances(points[s : s + chunk_rows], centers, norms[s : s + chunk_rows]).argmin(axis=1)
                 for s in range(0, points.shape[0], chunk_rows)
             ]
         )
