@@ -7,9 +7,9 @@ from scskeleton._core.ddrtree import (
     _objective,
     ddrtree,
     default_n_centers,
-    principal_directions,
     proposition5,
 )
+from scskeleton._core.embed import principal_directions
 from scskeleton._core.graphs import laplacian, minimum_spanning_tree
 from scskeleton.datasets import branching
 

@@ -28,6 +28,11 @@ def connectivities_key(key: str) -> str:
     return f"{key}_connectivities"
 
 
+def component_key(key: str) -> str:
+    """``obs`` key of the connected component of the learned cell graph each cell is in."""
+    return f"{key}_component"
+
+
 def pseudotime_key(key: str) -> str:
     """``obs`` key of the pseudotime written by ``tl.pseudotime``."""
     return f"{key}_pseudotime"

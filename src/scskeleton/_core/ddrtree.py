@@ -35,6 +35,7 @@ import numpy as np
 from scipy import linalg, sparse
 
 from .assign import CHUNK_ROWS, kmeans, soft_assignment
+from .embed import principal_directions
 from .graphs import laplacian, minimum_spanning_tree
 from .validation import as_float_matrix, check_integer, check_positive
 
@@ -101,20 +102,6 @@ def default_lam(n_cells: int) -> float:
     and megakaryocyte tips. Much smaller values (0.1 · N) grow spurious branches.
     """
     return 0.5 * n_cells
-
-
-def principal_directions(gram: np.ndarray, n_components: int) -> np.ndarray:
-    """Top ``n_components`` eigenvectors of a symmetric D × D matrix, largest first.
-
-    The sign of each vector is fixed (largest-magnitude entry positive) so the
-    result does not depend on the LAPACK build.
-    """
-    dim = gram.shape[0]
-    _, vectors = linalg.eigh(gram, subset_by_index=[dim - n_components, dim - 1])
-    vectors = vectors[:, ::-1]
-    pivot = np.abs(vectors).argmax(axis=0)
-    vectors *= np.sign(vectors[pivot, np.arange(n_components)])
-    return np.ascontiguousarray(vectors)
 
 
 def ddrtree(

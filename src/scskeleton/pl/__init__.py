@@ -7,8 +7,9 @@ interactive, ``save=`` writes the figure to a path, and the return value is the
 Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None``.
 """
 
+from ._cell_graph import cell_graph
 from ._graph import adjacency, convergence
 from ._pseudotime import pseudotime
 from ._tree import tree
 
-__all__ = ["adjacency", "convergence", "pseudotime", "tree"]
+__all__ = ["adjacency", "cell_graph", "convergence", "pseudotime", "tree"]

@@ -1,4 +1,4 @@
-"""Writing a fitted graph into AnnData in the shared schema (one place for all learners)."""
+"""Writing fitted results into AnnData in the shared schema (one place for all learners)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from anndata import AnnData
 from scipy import sparse
 
 from .. import __version__
-from .._schema import assignment_key, latent_key, pseudotime_key, segment_key
+from .._schema import assignment_key, connectivities_key, latent_key, pseudotime_key, segment_key
 
 
 def plain_params(params: dict) -> dict:
@@ -30,26 +30,31 @@ def plain_params(params: dict) -> dict:
     return out
 
 
-def write_graph(
+def write_result(
     adata: AnnData,
     key: str,
     *,
     method: str,
     params: dict,
-    nodes: np.ndarray,
-    space: str,
-    adjacency: sparse.spmatrix,
     objective: np.ndarray,
     n_iter: int,
     converged: bool,
-    projection: np.ndarray | None = None,
+    uns: dict | None = None,
     latent: np.ndarray | None = None,
     assignment=None,
+    connectivities: sparse.spmatrix | None = None,
+    obs: dict | None = None,
+    var: dict | None = None,
 ) -> list[str]:
-    """Store a fitted graph under ``key``; return the fields written, for logging.
+    """Store what a learner fitted under ``key``; return the fields written, for logging.
 
+    ``adata.uns[key]`` gets ``method``, ``params``, ``objective``, ``n_iter``,
+    ``converged`` and the method's own ``uns`` fields; ``latent`` goes to
+    ``obsm[f"X_{key}"]``, ``assignment`` to ``obsm[f"{key}_assignment"]``,
+    ``connectivities`` (a learned cell graph) to ``obsp[f"{key}_connectivities"]``
+    with explicit zeros dropped, and ``obs`` / ``var`` columns as named.
     Replaces everything a previous fit under the same key wrote, including
-    trajectory results that referred to the old graph.
+    trajectory results that referred to the old fit.
     """
     for stale in (pseudotime_key(key), segment_key(key)):
         if stale in adata.obs:
@@ -57,21 +62,55 @@ def write_graph(
     entry = {
         "method": method,
         "params": plain_params(params),
-        "nodes": np.asarray(nodes, dtype=float),
-        "space": space,
-        "adjacency": sparse.csr_matrix(adjacency, dtype=float),
         "objective": np.asarray(objective, dtype=float),
         "n_iter": int(n_iter),
         "converged": bool(converged),
+        **(uns or {}),
     }
-    written = [f"uns[{key!r}]"]
-    if projection is not None:
-        entry["projection"] = np.asarray(projection, dtype=float)
     adata.uns[key] = entry
+    written = [f"uns[{key!r}]"]
     if latent is not None:
         adata.obsm[latent_key(key)] = np.asarray(latent, dtype=float)
         written.append(f"obsm[{latent_key(key)!r}]")
     if assignment is not None:
         adata.obsm[assignment_key(key)] = sparse.csr_matrix(assignment) if sparse.issparse(assignment) else np.asarray(assignment)
         written.append(f"obsm[{assignment_key(key)!r}]")
+    if connectivities is not None:
+        graph = sparse.csr_matrix(connectivities, dtype=float)
+        graph.eliminate_zeros()
+        adata.obsp[connectivities_key(key)] = graph
+        written.append(f"obsp[{connectivities_key(key)!r}]")
+    for name, values in (obs or {}).items():
+        adata.obs[name] = values
+        written.append(f"obs[{name!r}]")
+    for name, values in (var or {}).items():
+        adata.var[name] = values
+        written.append(f"var[{name!r}]")
     return written
+
+
+def write_graph(
+    adata: AnnData,
+    key: str,
+    *,
+    nodes: np.ndarray,
+    space: str,
+    adjacency: sparse.spmatrix,
+    projection: np.ndarray | None = None,
+    **fields,
+) -> list[str]:
+    """Store a fitted node graph under ``key`` in the shared schema.
+
+    ``uns[key]`` gets ``nodes`` (K × d), ``space`` (the obsm key of the cell
+    coordinates in the nodes' space), ``adjacency`` (K × K CSR) and, for
+    learners with one, the ``projection`` W; everything else is as in
+    :func:`write_result`.
+    """
+    graph = {
+        "nodes": np.asarray(nodes, dtype=float),
+        "space": space,
+        "adjacency": sparse.csr_matrix(adjacency, dtype=float),
+    }
+    if projection is not None:
+        graph["projection"] = np.asarray(projection, dtype=float)
+    return write_result(adata, key, uns=graph, **fields)
