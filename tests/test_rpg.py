@@ -93,6 +93,37 @@ def test_landmarks_schema_and_round_trip(tmp_path):
     assert back.uns["graph"]["params"] == dict(entry["params"])
 
 
+def test_a_root_in_every_component_gives_pseudotime_everywhere(tmp_path):
+    adata = sks.datasets.moons(random_state=0)
+    sks.tl.rpg_l1(adata)
+    sks.tl.root(adata, "rpg_l1", obs_min="true_angle", per_component=True)
+    roots = np.atleast_1d(adata.uns["rpg_l1"]["root"])
+    assert roots.size == _components(adata, "rpg_l1") == 2
+    sks.tl.pseudotime(adata, "rpg_l1")
+    times = adata.obs["rpg_l1_pseudotime"]
+    assert times.notna().all()
+    for moon in ("0", "1"):  # each moon is timed from its own start
+        cells = (adata.obs["true_component"] == moon).to_numpy()
+        assert spearmanr(times[cells], adata.obs["true_angle"][cells])[0] >= 0.95
+
+    adata.write_h5ad(tmp_path / "moons.h5ad")
+    back = anndata.read_h5ad(tmp_path / "moons.h5ad")
+    np.testing.assert_array_equal(np.atleast_1d(back.uns["rpg_l1"]["root"]), roots)
+    sks.tl.pseudotime(back, "rpg_l1")
+    np.testing.assert_array_equal(back.obs["rpg_l1_pseudotime"], times)
+    sks.pl.tree(back, "rpg_l1", show=False)
+
+    _, component = csgraph.connected_components(adata.uns["rpg_l1"]["adjacency"], directed=False)
+    same = np.flatnonzero(component == component[roots[0]])[:2]
+    with pytest.raises(ValueError, match="same connected component"):
+        sks.tl.root(adata, "rpg_l1", node=same.tolist())
+    with pytest.raises(ValueError, match="per_component"):
+        sks.tl.root(adata, "rpg_l1", node=int(roots[0]), per_component=True)
+    np.testing.assert_array_equal(np.atleast_1d(adata.uns["rpg_l1"]["root"]), roots)
+    sks.tl.root(adata, "rpg_l1", node=roots.tolist())
+    np.testing.assert_array_equal(adata.uns["rpg_l1"]["root"], roots)
+
+
 def test_same_random_state_same_result():
     first, second = sks.datasets.moons(300), sks.datasets.moons(300)
     sks.tl.rpg(first, n_nodes=80, random_state=5)

@@ -53,11 +53,16 @@ class StoredGraph:
     adjacency: sparse.csr_matrix
     space: str
     objective: np.ndarray
-    root: int | None
+    roots: np.ndarray  # node indices, at most one per connected component; empty when none is set
 
     @property
     def n_nodes(self) -> int:
         return self.nodes.shape[0]
+
+    @property
+    def root(self) -> int | None:
+        """The first root, or ``None`` when no root is set."""
+        return int(self.roots[0]) if self.roots.size else None
 
 
 def read_graph(adata: AnnData, key: str) -> StoredGraph:
@@ -79,7 +84,7 @@ def read_graph(adata: AnnData, key: str) -> StoredGraph:
         adjacency=sparse.csr_matrix(entry["adjacency"]),
         space=str(entry["space"]),
         objective=np.asarray(entry.get("objective", []), dtype=float),
-        root=None if root is None else int(root),
+        roots=np.empty(0, dtype=np.intp) if root is None else np.atleast_1d(np.asarray(root, dtype=np.intp)),
     )
 
 

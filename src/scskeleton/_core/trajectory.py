@@ -285,23 +285,67 @@ def root_node(
     """The node that best marks where a group of cells starts the trajectory.
 
     ``group_mass[k]`` is the group's assignment mass on node k and
-    ``total_mass[k]`` that of all cells. Within the connected component holding
-    most of the group, a leaf is *reached* by the group when at least half of
-    its mass belongs to the group; the root is the reached leaf with the
-    smallest mass-weighted mean geodesic distance to the group. If the group
-    reaches no leaf (it sits inside the graph, e.g. progenitors at a fork), the
-    root is the group's geodesic medoid: the node minimising that distance.
+    ``total_mass[k]`` that of all cells. Only the connected component holding
+    most of the group is considered (see :func:`root_nodes_per_component` for
+    a root in every component); within it the choice is :func:`_best_root`.
     """
+    group_mass = _checked_mass(group_mass)
+    _, component = csgraph.connected_components(adjacency, directed=False)
+    members = np.flatnonzero(component == np.bincount(component, weights=group_mass).argmax())
+    return _best_root(adjacency, nodes, members, group_mass, total_mass)
+
+
+def root_nodes_per_component(
+    adjacency: sparse.spmatrix, nodes: np.ndarray, group_mass: np.ndarray, total_mass: np.ndarray
+) -> np.ndarray:
+    """One root (as in :func:`root_node`) in every connected component the group reaches.
+
+    A component is reached when it holds some of the group's assignment mass.
+    Returns the roots ordered by component label.
+    """
+    group_mass = _checked_mass(group_mass)
+    _, component = csgraph.connected_components(adjacency, directed=False)
+    reached = np.flatnonzero(np.bincount(component, weights=group_mass) > 0)
+    return np.array(
+        [_best_root(adjacency, nodes, np.flatnonzero(component == c), group_mass, total_mass) for c in reached],
+        dtype=np.intp,
+    )
+
+
+def _checked_mass(group_mass) -> np.ndarray:
     group_mass = np.asarray(group_mass, dtype=float)
     if group_mass.sum() <= 0:
         raise ValueError("The cells that should mark the root carry no assignment mass.")
-    _, component = csgraph.connected_components(adjacency, directed=False)
-    members = np.flatnonzero(component == np.bincount(component, weights=group_mass).argmax())
+    return group_mass
+
+
+def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
+    """The root among ``members`` (one connected component).
+
+    A leaf is *reached* by the group when at least half of its mass belongs to
+    the group; the root is the reached leaf with the smallest mass-weighted
+    mean geodesic distance to the group. If the group reaches no leaf (it sits
+    inside the graph, e.g. progenitors at a fork), the root is the group's
+    geodesic medoid: the member minimising that distance.
+    """
     share = np.divide(group_mass, total_mass, out=np.zeros_like(group_mass), where=total_mass > 0)
     reached = members[(degrees(adjacency)[members] == 1) & (share[members] >= 0.5)]
     candidates = reached if reached.size else members
     score = geodesic_from(adjacency, nodes, candidates)[:, members] @ group_mass[members]
     return int(candidates[np.argmin(score)])
+
+
+def check_roots(adjacency: sparse.spmatrix, roots) -> np.ndarray:
+    """Validate roots: distinct connected components, at most one root in each."""
+    roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
+    _, component = csgraph.connected_components(adjacency, directed=False)
+    labels, counts = np.unique(component[roots], return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(
+            f"Roots {roots.tolist()} put more than one root in the same connected component "
+            f"(component(s) {labels[counts > 1].tolist()}); give at most one root per component."
+        )
+    return roots
 
 
 def node_path(adjacency: sparse.spmatrix, nodes: np.ndarray, start: int, end: int) -> np.ndarray:

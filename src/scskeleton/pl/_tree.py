@@ -42,7 +42,7 @@ def tree(
 
     Cells are drawn by :func:`scanpy.pl.embedding`; the graph's edges as one
     :class:`~matplotlib.collections.LineCollection` (``gid="scskeleton_edges"``,
-    one segment per undirected edge), its nodes as small dots, the root
+    one segment per undirected edge), its nodes as small dots, the root(s)
     (``uns[key]["root"]``, set by ``sks.tl.root``) as a star and the branch
     points (``uns[key]["branch_points"]``, set by ``sks.tl.pseudotime``) as
     diamonds, with a legend for the three.
@@ -171,10 +171,11 @@ def _draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: n
             nodes[branch_points, 0], nodes[branch_points, 1], s=60, marker="D", facecolors="white",
             edgecolors=edge_color, linewidths=1.5, zorder=5, label="branch point",
         ))
-    if graph.root is not None and drawn[graph.root]:
+    roots = graph.roots[drawn[graph.roots]]
+    if roots.size:
         handles.append(ax.scatter(
-            nodes[graph.root, 0], nodes[graph.root, 1], s=260, marker="*", facecolors="gold",
-            edgecolors=edge_color, linewidths=1.0, zorder=6, label="root",
+            nodes[roots, 0], nodes[roots, 1], s=260, marker="*", facecolors="gold",
+            edgecolors=edge_color, linewidths=1.0, zorder=6, label="root" if roots.size == 1 else "roots",
         ))
 
     # An extra artist, not ax.legend(): that would replace scanpy's legend of the

@@ -34,18 +34,25 @@ def root(
     group: tuple[str, object] | None = None,
     obs_min: str | None = None,
     obs_max: str | None = None,
+    per_component: bool = False,
 ) -> None:
     """Choose the root of the graph stored under ``key``.
 
-    Give exactly one of the keyword arguments. ``node`` is used as given, and
-    ``cell`` selects the node holding most of that cell's assignment. For
-    ``group``, ``obs_min`` and ``obs_max`` the root becomes the leaf that fits
-    the chosen cells best: among the leaves where those cells make up at least
-    half of the assignment mass, the one with the smallest mean geodesic
-    distance (along the graph) to them. When the cells reach no leaf, for
-    example progenitors sitting at a fork, the root is the node in the middle
-    of them (their geodesic medoid). Only the connected component that holds
-    most of the cells is considered.
+    Give exactly one of ``node``, ``cell``, ``group``, ``obs_min``, ``obs_max``.
+    ``node`` is used as given, and ``cell`` selects the node holding most of
+    that cell's assignment. For ``group``, ``obs_min`` and ``obs_max`` the root
+    becomes the leaf that fits the chosen cells best: among the leaves where
+    those cells make up at least half of the assignment mass, the one with the
+    smallest mean geodesic distance (along the graph) to them. When the cells
+    reach no leaf, for example progenitors sitting at a fork, the root is the
+    node in the middle of them (their geodesic medoid). Only the connected
+    component that holds most of the cells is considered, unless
+    ``per_component=True``.
+
+    Graphs with several connected components (e.g. from ``tl.rpg_l1``) can
+    have one root per component: pass several nodes, ``node=[3, 41]``, or
+    ``per_component=True`` to root every component the chosen cells reach.
+    ``tl.pseudotime`` then measures each cell from the root of its component.
 
     Parameters
     ----------
@@ -54,7 +61,8 @@ def root(
     key
         Key of the graph (``key_added`` of the learner), e.g. ``"ddrtree"``.
     node
-        Use this node index as the root, as given (leaf or not).
+        Use this node index as the root, as given (leaf or not), or a list of
+        node indices, at most one per connected component.
     cell
         A cell name (``adata.obs_names``) or integer position.
     group
@@ -62,11 +70,16 @@ def root(
         ``("cell_type", "progenitor")``.
     obs_min, obs_max
         An ``obs`` column or a gene: the cells in its lowest (highest) 5 %.
+    per_component
+        With ``group``/``obs_min``/``obs_max``: choose a root in every connected
+        component that holds some of the chosen cells, not only in the one
+        holding most of them.
 
     Returns
     -------
-    ``None``. Sets ``adata.uns[key]["root"]`` (node index). Run
-    :func:`pseudotime` next.
+    ``None``. Sets ``adata.uns[key]["root"]``: the root node index, or an
+    array of node indices (one per rooted component). Run :func:`pseudotime`
+    next.
     """
     graph = read_graph(adata, key)
     given = {
@@ -80,21 +93,39 @@ def root(
             f"got {sorted(given) or 'none'}."
         )
     (how, value), = given.items()
+    if per_component and how in ("node", "cell"):
+        raise ValueError("per_component=True applies to group=, obs_min= and obs_max=; pass several nodes as node=[...].")
     if how == "node":
-        if isinstance(node, bool) or not isinstance(node, numbers.Integral) or not 0 <= node < graph.n_nodes:
-            raise ValueError(f"node must be an integer in [0, {graph.n_nodes - 1}]; got {node!r}.")
-        chosen = int(node)
+        chosen = core.check_roots(graph.adjacency, _node_indices(node, graph.n_nodes))
     else:
         assignment = cell_assignment(adata, key)
         cells = _select_cells(adata, how, value)
         group_mass = np.asarray(assignment[cells].sum(axis=0)).ravel()
         if how == "cell":
-            chosen = int(group_mass.argmax())
+            chosen = np.array([group_mass.argmax()])
+        elif per_component:
+            total_mass = np.asarray(assignment.sum(axis=0)).ravel()
+            chosen = core.root_nodes_per_component(graph.adjacency, graph.nodes, group_mass, total_mass)
         else:
             total_mass = np.asarray(assignment.sum(axis=0)).ravel()
-            chosen = core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)
-    adata.uns[key]["root"] = chosen
-    logg.info(f"root of {key!r} set to node {chosen} (from {how}={value!r})")
+            chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
+    # a single root stays a plain int, as before; several are stored as an int array (h5ad-safe)
+    adata.uns[key]["root"] = int(chosen[0]) if chosen.size == 1 else chosen.astype(np.int64)
+    logg.info(f"root of {key!r} set to node(s) {chosen.tolist()} (from {how}={value!r})")
+
+
+def _node_indices(node, n_nodes: int) -> np.ndarray:
+    """``node=`` as an array of valid node indices (an int or a non-empty sequence of ints)."""
+    values = [node] if isinstance(node, numbers.Integral) and not isinstance(node, bool) else node
+    try:
+        values = list(values)
+    except TypeError:
+        values = [node]
+    if not values or any(
+        isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < n_nodes for v in values
+    ):
+        raise ValueError(f"node must be an integer in [0, {n_nodes - 1}] or a list of them; got {node!r}.")
+    return np.asarray(values, dtype=np.intp)
 
 
 def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
@@ -136,7 +167,7 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
         The pruning threshold used.
     """
     graph = read_graph(adata, key)
-    if graph.root is None:
+    if not graph.roots.size:
         raise KeyError(
             f"The graph {key!r} has no root. Choose one first with "
             f"sks.tl.root(adata, {key!r}, group=(...)) or node=/cell=/obs_min=."
@@ -144,12 +175,13 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     start = logg.info(f"computing pseudotime on {key!r}")
     projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
-    times = core.pseudotime(projection, graph.adjacency, graph.nodes, [graph.root])
-    shape = core.topology(graph.adjacency, graph.nodes, roots=[graph.root], min_branch_nodes=min_branch_nodes)
+    times = core.pseudotime(projection, graph.adjacency, graph.nodes, graph.roots)
+    shape = core.topology(graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=min_branch_nodes)
     if np.isnan(times).any():
         logg.warning(
             f"{int(np.isnan(times).sum())} cells lie in a connected component of {key!r} "
-            "without a root; their pseudotime is NaN."
+            f"without a root; their pseudotime is NaN. Root every component with "
+            f"sks.tl.root(adata, {key!r}, group=..., per_component=True) or node=[...]."
         )
     segment_ids = shape.segment_of(projection)
     names = [str(i) for i in range(len(shape.segments))]
