@@ -2,6 +2,12 @@
 
 from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch
+from ._expression import branching_expression
 from ._shapes import circle, distorted_s, moons, spiral, three_clusters
 
-__all__ = ["branching", "circle", "distorted_s", "krumsiek11", "moons", "spiral", "three_clusters", "toggleswitch"]
+__all__ = [
+    "branching",
+    "branching_expression",
+    "circle", "distorted_s", "krumsiek11", "moons", "spiral", "three_clusters",
+    "toggleswitch",
+]

@@ -11,5 +11,6 @@ from ._cell_graph import cell_graph
 from ._graph import adjacency, convergence
 from ._pseudotime import pseudotime
 from ._tree import tree
+from ._trends import branch_heatmap, path, trends
 
-__all__ = ["adjacency", "cell_graph", "convergence", "pseudotime", "tree"]
+__all__ = ["adjacency", "branch_heatmap", "cell_graph", "convergence", "path", "pseudotime", "tree", "trends"]

@@ -3,5 +3,6 @@
 from ._ddrtree import ddrtree
 from ._rpg import rpg, rpg_l1
 from ._trajectory import path, pseudotime, root
+from ._trends import branch_test, trends
 
-__all__ = ["ddrtree", "path", "pseudotime", "root", "rpg", "rpg_l1"]
+__all__ = ["branch_test", "ddrtree", "path", "pseudotime", "root", "rpg", "rpg_l1", "trends"]

@@ -1,0 +1,380 @@
+"""``pl.trends``, ``pl.branch_heatmap`` and ``pl.path``: what ``tl.trends`` and ``tl.branch_test`` found."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+from scipy import sparse
+
+from .._schema import read_graph
+from ._tree import _nodes_in_basis
+from ._tree import tree as tree_plot
+from ._utils import category_colors, check_components, finish, new_axes, resolve_basis
+
+#: The gid of the path's edge collections drawn by :func:`path`.
+PATH_GID = "scskeleton_path"
+#: Colour of a ``tl.trends`` curve and path.
+TREND_COLOR = "tab:red"
+#: Colour of the cells behind a ``tl.trends`` curve.
+CELL_COLOR = "0.6"
+METHODS = ("trends", "branch_test")
+
+
+def trends(
+    adata: AnnData,
+    key: str,
+    genes: str | Sequence[str],
+    *,
+    ncols: int = 3,
+    show_cells: bool = True,
+    show_shared: bool = True,
+    size: float | None = None,
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | Axes | list[Axes] | None:
+    """Fitted trends of genes along pseudotime, with the cells behind them.
+
+    One panel per gene: the cells used by the fit (x: the pseudotime or path
+    position they entered with, ``obs[f"{key}_time"]``; y: their expression
+    in the matrix the fit used) and the fitted curve(s) ``varm[f"{key}_curves"]``.
+    For a ``tl.branch_test`` result the curves and cells are split by branch
+    (colours of ``obs[f"{key}_branch"]``, the trunk's cells in its own colour)
+    and the shared curve is dashed. Titles give R² and q (``tl.trends``) or
+    F and q (``tl.branch_test``).
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.trends`` or ``tl.branch_test`` has run.
+    key
+        The ``key_added`` of that run, e.g. ``"ddrtree_trends"``.
+    genes
+        One gene or several, each fitted by that run.
+    ncols
+        Panels per row when several genes are drawn.
+    show_cells
+        Draw the cells behind the curves.
+    show_shared
+        For a branch test: draw the shared curve (the null model) dashed.
+    size
+        Marker size of the cells (default ``min(20, 12000 / n_cells)``).
+    ax
+        Draw into this Axes (one gene only).
+    show
+        Show the figure; ``None`` shows it only when matplotlib is interactive.
+    save
+        File path to write the figure to (format from the extension).
+    return_fig
+        Return the Figure.
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes (a list of Axes for
+    several genes) when ``show=False``, else ``None``.
+    """
+    result = _result(adata, key, "sks.pl.trends")
+    genes = [genes] if isinstance(genes, str) else list(genes)
+    if not genes:
+        raise ValueError("genes is empty; name at least one gene fitted under key.")
+    columns = _fitted_genes(adata, key, result, genes)
+    if ax is not None and len(genes) > 1:
+        raise ValueError(f"ax= draws one gene; got {len(genes)} genes. Leave ax=None for one panel per gene.")
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive integer; got {ncols!r}.")
+    times = adata.obs[f"{key}_time"].to_numpy(dtype=float)
+    cells = np.flatnonzero(np.isfinite(times))
+    values = _expression(adata, result, columns, cells)
+    size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
+
+    if ax is not None:
+        fig, ax, created = new_axes(ax)
+        panels = [ax]
+    else:
+        ncols = min(ncols, len(genes))
+        nrows = -(-len(genes) // ncols)
+        fig, grid = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows), squeeze=False)
+        panels = list(grid.ravel())
+        for extra in panels[len(genes):]:
+            extra.set_axis_off()
+        panels, created = panels[: len(genes)], True
+
+    x_label = "pseudotime" if result["time"] == "pseudotime" else "position along the path"
+    for panel, gene, column, gene_values in zip(panels, genes, columns, values.T):
+        if result["method"] == "trends":
+            _draw_trend(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
+            stats = f"R² = {adata.var[f'{key}_r2'].iloc[column]:.2f}"
+        else:
+            _draw_branches(panel, adata, key, result, column, cells, times[cells], gene_values, show_cells,
+                           show_shared, size)
+            stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
+        panel.set_title(f"{gene}  ({stats}, q = {adata.var[f'{key}_qval'].iloc[column]:.2g})", fontsize="medium")
+        panel.set_xlabel(x_label)
+        panel.set_ylabel(f"expression ({result['params']['layer']})")
+    handle = panels[0] if len(panels) == 1 else panels
+    return finish(fig, handle, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def branch_heatmap(
+    adata: AnnData,
+    key: str,
+    *,
+    genes: Sequence[str] | None = None,
+    n_genes: int = 30,
+    cmap: str = "viridis",
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | Axes | None:
+    """Genes × pseudotime heatmap of the fitted curves, one block per branch.
+
+    Each row is a gene's branch curves from ``tl.branch_test``
+    (``varm[f"{key}_curves"]``, the trunk included at the start of every
+    branch), scaled to [0, 1] over all its branches so the blocks compare
+    directly; blank where a branch has no cells. Genes are ordered by where
+    they peak: first by the branch holding their maximum, then by the
+    pseudotime of that maximum.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.branch_test`` has run.
+    key
+        The ``key_added`` of that run, e.g. ``"ddrtree_branch_test"``.
+    genes
+        Genes to show; default the ``n_genes`` with the smallest q-values.
+    n_genes
+        How many genes to show when ``genes`` is None.
+    cmap
+        Matplotlib colormap.
+    ax, show, save, return_fig
+        As in :func:`trends`.
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
+    else ``None``.
+    """
+    result = _result(adata, key, "sks.pl.branch_heatmap")
+    if result["method"] != "branch_test":
+        raise ValueError(f"adata.uns[{key!r}] holds a tl.trends result; branch_heatmap needs one of tl.branch_test. "
+                         f"Run sks.tl.branch_test(adata, {result['graph']!r}, branch_point=...) first.")
+    if genes is None:
+        if isinstance(n_genes, bool) or not isinstance(n_genes, int) or n_genes < 1:
+            raise ValueError(f"n_genes must be a positive integer; got {n_genes!r}.")
+        ranked = pd.DataFrame({"q": adata.var[f"{key}_qval"].to_numpy(), "F": adata.var[f"{key}_F"].to_numpy()})
+        ranked = ranked[np.isfinite(ranked["q"])].sort_values(["q", "F"], ascending=[True, False], kind="stable")
+        columns = ranked.index.to_numpy()[:n_genes]
+        genes = list(adata.var_names[columns])
+    else:
+        genes = [genes] if isinstance(genes, str) else list(genes)
+        if not genes:
+            raise ValueError("genes is empty; pass gene names or None for the top genes.")
+        columns = _fitted_genes(adata, key, result, genes)
+
+    curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)[columns]  # genes × B × grid
+    low = np.nanmin(curves, axis=(1, 2), keepdims=True)
+    span = np.nanmax(curves, axis=(1, 2), keepdims=True) - low
+    scaled = (curves - low) / np.where(span > 0, span, 1.0)
+    peak = np.nanargmax(np.where(np.isnan(scaled), -np.inf, scaled).reshape(len(columns), -1), axis=1)
+    order = np.argsort(peak, kind="stable")  # flat index = branch · n_grid + grid position
+    scaled = scaled[order]
+    genes = [genes[i] for i in order]
+
+    n_branches, n_grid = scaled.shape[1], scaled.shape[2]
+    gap = np.full((len(genes), 1, max(1, n_grid // 10)), np.nan)
+    blocks = [scaled[:, [b], :] if b == 0 else np.concatenate([gap, scaled[:, [b], :]], axis=2)
+              for b in range(n_branches)]
+    image = np.concatenate(blocks, axis=2)[:, 0, :]
+    width = n_grid + gap.shape[2]
+
+    fig, ax, created = new_axes(ax, figsize=(2.0 + 3.0 * n_branches, 1.0 + 0.22 * len(genes)))
+    colormap = plt.get_cmap(cmap).copy()
+    colormap.set_bad("white")
+    shown = ax.imshow(np.ma.masked_invalid(image), aspect="auto", interpolation="nearest", cmap=colormap,
+                      vmin=0.0, vmax=1.0)
+    grid = np.asarray(result["grid"], dtype=float)
+    starts = np.arange(n_branches) * width
+    # the same pseudotime ticks in every block, at the columns of those times
+    ticks = [t for t in MaxNLocator(nbins=3).tick_values(grid[0], grid[-1]) if grid[0] <= t <= grid[-1]]
+    columns_at = np.interp(ticks, grid, np.arange(n_grid))
+    ax.set_xticks((starts[:, None] + columns_at[None, :]).ravel(), [f"{t:g}" for t in ticks] * n_branches)
+    for b, label in enumerate(result["branches"]):
+        ax.text(starts[b] + (n_grid - 1) / 2, -0.6, f"branch {label}", ha="center", va="bottom")
+    ax.set_yticks(np.arange(len(genes)), genes if len(genes) <= 80 else [""] * len(genes))
+    ax.set_xlabel("pseudotime")
+    fig.colorbar(shown, ax=ax, label="scaled fitted expression")
+    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def path(
+    adata: AnnData,
+    key: str,
+    *,
+    basis: str | None = None,
+    components: Sequence[int] = (0, 1),
+    color: str | None = None,
+    path_width: float = 3.0,
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+    **tree_kwargs,
+) -> Figure | Axes | None:
+    """The path (``tl.trends``) or trunk and branches (``tl.branch_test``) on the tree.
+
+    Draws :func:`~scskeleton.pl.tree` of the graph the result was computed on,
+    then the result's edges (``uns[key]["edges"]``) on top, thick: the path of
+    ``tl.trends`` in red, or the trunk and each branch of ``tl.branch_test`` in
+    the colours ``pl.trends`` gives them (``gid="scskeleton_path"``).
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.trends`` or ``tl.branch_test`` has run.
+    key
+        The ``key_added`` of that run.
+    basis, components, color
+        As in :func:`~scskeleton.pl.tree`.
+    path_width
+        Line width of the highlighted edges, in points.
+    ax, show, save, return_fig
+        As in :func:`trends`.
+    **tree_kwargs
+        Passed to :func:`~scskeleton.pl.tree` (``edge_color``, ``size``, …).
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
+    else ``None``.
+    """
+    result = _result(adata, key, "sks.pl.path")
+    graph = read_graph(adata, result["graph"])
+    space = graph.space if basis is None else resolve_basis(adata, basis)
+    if space == graph.space:
+        first, second = check_components(components, graph.nodes.shape[1], space)
+        nodes = graph.nodes[:, [first, second]]
+    else:
+        coordinates = np.asarray(adata.obsm[space], dtype=float)
+        first, second = check_components(components, coordinates.shape[1], space)
+        nodes, _ = _nodes_in_basis(adata, graph, coordinates[:, [first, second]])
+
+    fig, ax, created = new_axes(ax)
+    tree_plot(adata, graph.key, basis=basis, components=components, color=color, ax=ax, show=False, **tree_kwargs)
+    labels, colors = _group_colors(adata, key, result)
+    handles = []
+    for label, colour in zip(labels, colors):
+        edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
+        lines = LineCollection(np.stack([nodes[edges[:, 0]], nodes[edges[:, 1]]], axis=1), colors=[colour],
+                               linewidths=path_width, zorder=4.5, capstyle="round")  # over nodes, under markers
+        lines.set_gid(PATH_GID)
+        ax.add_collection(lines)
+        handles.append(Line2D([], [], color=colour, linewidth=path_width,
+                              label="path" if result["method"] == "trends" else _group_name(label)))
+    ax.add_artist(Legend(ax, handles, [h.get_label() for h in handles], loc="lower right", fontsize="small",
+                         framealpha=0.8))
+    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def _result(adata: AnnData, key: str, caller: str) -> dict:
+    """The ``tl.trends`` / ``tl.branch_test`` result under ``key``, checked for every field a plot reads."""
+    hint = ("Run sks.tl.trends(adata, <graph key>, path=(start, end)) or "
+            "sks.tl.branch_test(adata, <graph key>, branch_point=...) first, or pass the key_added you used.")
+    entry = adata.uns.get(key)
+    if not isinstance(entry, Mapping) or entry.get("method") not in METHODS:
+        found = [k for k, v in adata.uns.items() if isinstance(v, dict) and v.get("method") in METHODS]
+        raise KeyError(f"{caller} found no tl.trends or tl.branch_test result under adata.uns[{key!r}]. {hint} "
+                       f"Results present: {found}.")
+    result = entry
+    needed = [f"varm[{key + '_curves'!r}]"] if f"{key}_curves" not in adata.varm else []
+    needed += [f"obs[{key + '_time'!r}]"] if f"{key}_time" not in adata.obs else []
+    if result["method"] == "branch_test":
+        needed += [f"varm[{key + '_shared'!r}]"] if f"{key}_shared" not in adata.varm else []
+        needed += [f"obs[{key + '_branch'!r}]"] if f"{key}_branch" not in adata.obs else []
+    if needed:
+        raise KeyError(f"The result {key!r} is incomplete: {needed} missing (subset or edited since?). {hint}")
+    return result
+
+
+def _fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str]) -> np.ndarray:
+    """Column indices of genes that the result holds a curve for."""
+    index = adata.var_names.get_indexer(genes)
+    unknown = [gene for gene, position in zip(genes, index) if position < 0]
+    if unknown:
+        raise KeyError(f"Gene(s) {unknown[:5]} not in adata.var_names.")
+    curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)
+    fitted = ~np.isnan(curves[index].reshape(len(index), -1)).all(axis=1)
+    if not fitted.all():
+        missing = [gene for gene, ok in zip(genes, fitted) if not ok]
+        tool = "tl.trends" if result["method"] == "trends" else "tl.branch_test"
+        raise KeyError(f"Gene(s) {missing[:5]} were not fitted by the {tool} run {key!r}; rerun it with "
+                       "these genes in genes= (or genes=None for all).")
+    return index
+
+
+def _expression(adata: AnnData, result: dict, columns: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """cells × genes values from the matrix the fit used."""
+    layer = result["params"]["layer"]
+    if layer == "X":
+        matrix = adata.X
+    elif layer in adata.layers:
+        matrix = adata.layers[layer]
+    else:
+        raise KeyError(f"The fit used adata.layers[{layer!r}], which is gone; restore it or refit.")
+    if sparse.issparse(matrix):  # the few genes' columns first: rows of all genes would copy most of X
+        return sparse.csr_matrix(matrix[:, columns])[cells].toarray().astype(float)
+    return np.asarray(matrix[np.ix_(cells, columns)], dtype=float)
+
+
+def _group_colors(adata: AnnData, key: str, result: dict) -> tuple[list[str], list]:
+    """Group labels of a result's edges and their colours (one red path for ``tl.trends``)."""
+    if result["method"] == "trends":
+        return ["path"], [TREND_COLOR]
+    categories = list(adata.obs[f"{key}_branch"].cat.categories)
+    return categories, category_colors(adata, f"{key}_branch", categories)
+
+
+def _group_name(label: str) -> str:
+    return label if label == "trunk" else f"branch {label}"
+
+
+def _draw_trend(ax, adata, key, result, column, times, values, show_cells, size) -> None:
+    if show_cells:
+        ax.scatter(times, values, s=size, c=CELL_COLOR, linewidths=0, alpha=0.6, rasterized=True)
+    grid = np.asarray(result["grid"], dtype=float)
+    ax.plot(grid, np.asarray(adata.varm[f"{key}_curves"][column], dtype=float), color=TREND_COLOR, linewidth=2.0)
+
+
+def _draw_branches(ax, adata, key, result, column, cells, times, values, show_cells, show_shared, size) -> None:
+    labels, colors = _group_colors(adata, key, result)
+    groups = adata.obs[f"{key}_branch"].cat.codes.to_numpy()[cells]
+    grid = np.asarray(result["grid"], dtype=float)
+    handles = []
+    if show_cells:
+        for code, colour in enumerate(colors):
+            mine = groups == code
+            drawn = ax.scatter(times[mine], values[mine], s=size, color=colour, linewidths=0, alpha=0.5,
+                               rasterized=True, label="trunk cells")
+            if code == 0:
+                handles.append(drawn)
+    if show_shared:
+        handles += ax.plot(grid, np.asarray(adata.varm[f"{key}_shared"][column], dtype=float), color="0.3",
+                           linestyle="--", linewidth=1.5, label="shared")
+    curves = np.asarray(adata.varm[f"{key}_curves"][column], dtype=float)  # B × grid
+    for b, label in enumerate(result["branches"]):
+        handles += ax.plot(grid, curves[b], color=colors[labels.index(label)], linewidth=2.0,
+                           label=_group_name(label))
+    ax.legend(handles=handles, fontsize="small", loc="best")

@@ -1,0 +1,443 @@
+"""``tl.trends`` and ``tl.branch_test``: gene expression along paths and across branches."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from scanpy import logging as logg
+from scipy import sparse
+
+from .._core import trajectory as trajectory_core
+from .._core import trends as core
+from .._schema import pseudotime_key, read_graph, segment_key
+from ._inputs import check_key
+from ._results import plain_params
+from ._trajectory import _path_end
+from ._trajectory import path as path_cells
+
+#: ``params["layer"]`` of a result fitted on ``adata.X``.
+MAIN_MATRIX = "X"
+
+_MODEL = """
+    Each gene's expression y is fitted against pseudotime t by a penalised
+    regression spline, f = argmin Σ_i (y_i − f(t_i))² + λ ∫ f''(t)² dt, on
+    cubic B-splines with ``n_knots`` knots at quantiles of t (the criterion
+    of :func:`scipy.interpolate.make_smoothing_spline`). The RPG paper fits
+    a quadratic along each path from normal tissue to a tumour subtype
+    (§6.5, Fig. 8c–d); the spline has the same role with a tunable
+    flexibility: ``df`` effective degrees of freedom (the trace of the hat
+    matrix). All genes are fitted by one multi-column solve from their
+    sufficient statistics, and sparse expression is read in chunks of cells,
+    never densified. See ``docs/methods/trends.md``.
+"""
+
+
+def trends(
+    adata: AnnData,
+    key: str,
+    *,
+    path: tuple | None = None,
+    segment: str | int | None = None,
+    genes: Sequence[str] | None = None,
+    layer: str | None = None,
+    n_knots: int = 10,
+    df: float | None = 6.0,
+    n_grid: int = 100,
+    key_added: str | None = None,
+    copy: bool = False,
+) -> AnnData | None:
+    """Smooth trend of every gene along a path or a segment of a trajectory.
+    {model}
+    Each trend is tested against a constant by an F test whose degrees of
+    freedom are matched to the spline's (Satterthwaite); p-values are
+    corrected by Benjamini–Hochberg over the genes fitted.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a graph, e.g. from ``tl.ddrtree`` or ``tl.rpg``.
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    path
+        ``(start, end)``: node indices, or ``(obs_key, value)`` groups as in
+        :func:`~scskeleton.tl.path`. The cells on the shortest graph path
+        between them are fitted against their position along it (distance
+        from ``start``), which is their pseudotime when ``start`` is the root.
+    segment
+        Instead of ``path``: a segment id of ``obs[f"{key}_segment"]`` (set by
+        :func:`~scskeleton.tl.pseudotime`); its cells are fitted against their
+        pseudotime.
+    genes
+        Genes to fit (names in ``var_names``); default all.
+    layer
+        Layer holding the expression; default ``adata.X``. Use log-normalised
+        values: the model is Gaussian with constant variance.
+    n_knots
+        Knots at quantiles of the cells' pseudotime, the two ends included;
+        n_knots + 2 cubic B-splines. More knots allow sharper changes only when
+        ``df`` rises too. Default 10.
+    df
+        Effective degrees of freedom of each curve, > 2 (a straight line has 2;
+        3 is about a quadratic). Default 6, enough for a rise, a fall or one
+        transient bump along the path; raise it for genes that change more
+        often, lower it for more power on simple trends. ``None`` chooses λ
+        per gene by generalised cross-validation (as ``make_smoothing_spline``);
+        the curves follow sharp changes better, but the p-values then ignore
+        that λ was chosen from the data and are optimistic (12 % of null
+        genes below 0.05).
+    n_grid
+        Number of points of the common pseudotime grid the curves are stored on.
+    key_added
+        Name of the result; default ``f"{key}_trends"``.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+
+    ``adata.uns[name]``
+        ``method`` (``"trends"``), ``params``, ``graph`` (= ``key``), ``grid``
+        (the pseudotime of the curves' columns), ``knots``, ``n_cells``,
+        ``time`` (``"position"`` or ``"pseudotime"``) and ``edges`` (the
+        graph edges of the path, ``{"path": E × 2}``, for ``pl.path``).
+    ``adata.varm[f"{name}_curves"]``
+        Genes × ``n_grid`` fitted curves (NaN for genes not fitted).
+    ``adata.var[f"{name}_r2"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_edf"]``
+        Fraction of the variance along the path explained by the trend, the
+        p-value against a constant, its BH-adjusted q-value and the effective
+        degrees of freedom (NaN for genes not fitted; genes constant on the
+        path get R² = 0 and p = 1).
+    ``adata.obs[f"{name}_time"]``
+        The pseudotime (or position) each fitted cell entered with; NaN elsewhere.
+
+    Examples
+    --------
+    >>> import scanpy as sc, scskeleton as sks
+    >>> adata = sks.datasets.branching_expression(1000)
+    >>> sc.pp.pca(adata, n_comps=10)
+    >>> sks.tl.ddrtree(adata)
+    >>> sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
+    >>> sks.tl.pseudotime(adata, "ddrtree")
+    >>> root = int(adata.uns["ddrtree"]["root"])
+    >>> tips = [int(n) for n in adata.uns["ddrtree"]["leaves"] if n != root]
+    >>> sks.tl.trends(adata, "ddrtree", path=(root, tips[0]))
+    >>> sks.pl.trends(adata, "ddrtree_trends", ["gene_0", "gene_45"])
+    """
+    graph = read_graph(adata, key)
+    name = check_key(key_added, f"{key}_trends")
+    if (path is None) == (segment is None):
+        raise ValueError("Give exactly one of path=(start, end) or segment=<segment id>.")
+    matrix, layer_name = _expression(adata, layer)
+    columns = _gene_columns(adata, genes)
+    if path is not None:
+        if not (isinstance(path, tuple | list) and len(path) == 2):
+            raise ValueError(f"path must be (start, end), each a node index or (obs_key, value); got {path!r}.")
+        if not adata.obs_names.is_unique:
+            raise ValueError("adata.obs_names are not unique; run adata.obs_names_make_unique() first.")
+        first, last = (_path_end(adata, graph, end, which) for end, which in zip(path, ("start", "end")))
+        if first == last:
+            raise ValueError(f"The path starts and ends at node {first}; give two different ends.")
+        frame = path_cells(adata, key, path[0], path[1])
+        rows = adata.obs_names.get_indexer(frame.index)
+        times = frame["position"].to_numpy()
+        nodes = trajectory_core.node_path(graph.adjacency, graph.nodes, first, last)
+        time_kind, where = "position", f"path {first} → {last}"
+    else:
+        segment, nodes = _segment(adata, key, segment)
+        labels = adata.obs[segment_key(key)].astype(str).to_numpy()
+        pseudotime = adata.obs[pseudotime_key(key)].to_numpy(dtype=float)
+        rows = np.flatnonzero((labels == segment) & np.isfinite(pseudotime))
+        times = pseudotime[rows]
+        time_kind, where = "pseudotime", f"segment {segment}"
+    if rows.size < 3:
+        raise ValueError(f"The {where} of {key!r} holds {rows.size} cells; a trend needs more. Pick a longer path.")
+
+    start = logg.info(f"fitting trends of {_count(columns, adata)} genes along the {where} ({rows.size} cells)")
+    result = core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
+
+    adata = adata.copy() if copy else adata
+    fitted = np.arange(adata.n_vars) if columns is None else columns
+    curves = np.full((adata.n_vars, result.grid.size), np.nan)
+    curves[fitted] = result.curves
+    adata.varm[f"{name}_curves"] = curves
+    for suffix, values in (("r2", result.r2), ("pval", result.pvals), ("qval", result.qvals), ("edf", result.edf)):
+        adata.var[f"{name}_{suffix}"] = _per_gene(adata, fitted, values)
+    adata.obs[f"{name}_time"] = _per_cell(adata, rows, times)
+    adata.uns[name] = {
+        "method": "trends",
+        "params": plain_params(dict(
+            key=key,
+            path=str(tuple(path)) if path is not None else "",
+            segment=segment if segment is not None else "",
+            layer=layer_name,
+            n_genes=fitted.size,
+            n_knots=n_knots,
+            df=df if df is not None else "gcv",
+            n_grid=n_grid,
+        )),
+        "graph": key,
+        "grid": result.grid,
+        "knots": result.knots,
+        "n_cells": int(result.n_cells),
+        "time": time_kind,
+        "edges": {"path": _path_edges(nodes)},
+    }
+    logg.info(
+        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05)",
+        time=start,
+        deep=(f"added\n    uns[{name!r}], varm['{name}_curves'], var['{name}_r2', '{name}_pval', "
+              f"'{name}_qval', '{name}_edf'], obs['{name}_time']"),
+    )
+    return adata if copy else None
+
+
+trends.__doc__ = trends.__doc__.replace("{model}", _MODEL)
+
+
+def branch_test(
+    adata: AnnData,
+    key: str,
+    *,
+    branch_point: int,
+    genes: Sequence[str] | None = None,
+    layer: str | None = None,
+    n_knots: int = 10,
+    df: float = 6.0,
+    n_grid: int = 100,
+    key_added: str | None = None,
+    copy: bool = False,
+) -> AnnData | None:
+    """Which genes' trends differ between the branches leaving a branch point.
+
+    In the spirit of Monocle's BEAM (branch expression analysis modelling), a
+    shared trend of each gene over all cells is compared with one trend per
+    branch, by an F test with Satterthwaite degrees of freedom and
+    Benjamini–Hochberg correction.
+    {model}
+    Which cells enter: the trajectory's segments are oriented away from the
+    root (``tl.pseudotime``). The *trunk* is the chain of segments from the
+    root to ``branch_point``; each *branch* is a segment leaving
+    ``branch_point`` together with every segment downstream of it (its
+    subtree). Cells elsewhere (other forks upstream, other components) are
+    left out. As in BEAM the trunk cells enter every branch's curve, here
+    with weight 1/B for B branches, so that every cell carries a total weight
+    of one and the F test counts it once; each branch curve and the shared
+    curve use ``df`` effective degrees of freedom on one common basis.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    branch_point
+        Node index of the fork, one of ``adata.uns[key]["branch_points"]``.
+    genes, layer, n_knots, n_grid
+        As in :func:`trends`.
+    df
+        Effective degrees of freedom of each curve (> 2). Enough for the
+        shared trend: when it cannot follow a gene, branches of unequal
+        length fit it unequally well and look different. Default 6. Each
+        branch needs more than ``df`` cells of its own.
+    key_added
+        Name of the result; default ``f"{key}_branch_test"``.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+
+    ``adata.uns[name]``
+        ``method`` (``"branch_test"``), ``params``, ``graph``, ``branch_point``,
+        ``time`` (``"pseudotime"``), ``branches`` (the id of the segment each
+        branch starts with, also its label), ``segments`` (``{"trunk" or
+        label: segment ids}``), ``grid``,
+        ``knots``, ``df_shared``, ``df_branches``, ``n_cells`` (trunk first)
+        and ``edges`` (``{"trunk" or label: E × 2 graph edges}``, for ``pl.path``).
+    ``adata.varm[f"{name}_curves"]``
+        Genes × B × ``n_grid``: each branch's curve (trunk included), NaN
+        outside the pseudotime range of its cells and for genes not tested.
+    ``adata.varm[f"{name}_shared"]``
+        Genes × ``n_grid``: the shared curve.
+    ``adata.var[f"{name}_F"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``
+        F statistic, p-value and BH-adjusted q-value (NaN for genes not tested).
+    ``adata.obs[f"{name}_branch"]``
+        Categorical: ``"trunk"`` or the branch label; NaN for cells left out.
+    ``adata.obs[f"{name}_time"]``
+        Pseudotime of the cells tested; NaN elsewhere.
+
+    Examples
+    --------
+    >>> import scanpy as sc, scskeleton as sks
+    >>> adata = sks.datasets.branching_expression(1000)
+    >>> sc.pp.pca(adata, n_comps=10)
+    >>> sks.tl.ddrtree(adata)
+    >>> sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
+    >>> sks.tl.pseudotime(adata, "ddrtree")
+    >>> fork = int(adata.uns["ddrtree"]["branch_points"][0])
+    >>> sks.tl.branch_test(adata, "ddrtree", branch_point=fork)
+    >>> adata.var.sort_values("ddrtree_branch_test_qval").head()
+    >>> sks.pl.branch_heatmap(adata, "ddrtree_branch_test")
+    """
+    graph = read_graph(adata, key)
+    name = check_key(key_added, f"{key}_branch_test")
+    segments, labels, pseudotime = _trajectory(adata, key)
+    if isinstance(branch_point, bool) or not isinstance(branch_point, numbers.Integral) or not (
+        0 <= branch_point < graph.n_nodes
+    ):
+        raise ValueError(f"branch_point must be a node index in [0, {graph.n_nodes - 1}]; got {branch_point!r}. "
+                         f"Branch points of {key!r}: {np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.")
+    branch_point = int(branch_point)
+    trunk, branches = core.branch_cells(segments, branch_point, adata.uns[key]["root"])
+    matrix, layer_name = _expression(adata, layer)
+    columns = _gene_columns(adata, genes)
+
+    branch_names = [members[0] for members in branches]
+    group_of_segment = {segment: 0 for segment in trunk}
+    for number, members in enumerate(branches, start=1):
+        group_of_segment.update({segment: number for segment in members})
+    group = np.array([group_of_segment.get(label, -1) for label in labels])
+    rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
+    start = logg.info(
+        f"testing {_count(columns, adata)} genes for differences between the {len(branches)} branches "
+        f"at node {branch_point} ({rows.size} cells)"
+    )
+    result = core.branch_test(
+        matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid, columns=columns,
+        names=[f"The branch starting with segment {b} (segments {', '.join(m)})"
+               for b, m in zip(branch_names, branches)],
+    )
+
+    adata = adata.copy() if copy else adata
+    tested = np.arange(adata.n_vars) if columns is None else columns
+    curves = np.full((adata.n_vars, len(branches), result.grid.size), np.nan)
+    curves[tested] = result.curves
+    shared = np.full((adata.n_vars, result.grid.size), np.nan)
+    shared[tested] = result.shared
+    adata.varm[f"{name}_curves"] = curves
+    adata.varm[f"{name}_shared"] = shared
+    for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals)):
+        adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
+    categories = ["trunk", *branch_names]
+    codes = np.full(adata.n_obs, -1)
+    codes[rows] = group[rows]
+    adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=categories)
+    adata.obs[f"{name}_time"] = _per_cell(adata, rows, pseudotime[rows])
+    members = {"trunk": trunk, **dict(zip(branch_names, branches))}
+    adata.uns[name] = {
+        "method": "branch_test",
+        "params": plain_params(dict(
+            key=key, branch_point=branch_point, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
+            n_grid=n_grid,
+        )),
+        "graph": key,
+        "branch_point": branch_point,
+        "time": "pseudotime",
+        "branches": np.array(branch_names, dtype=object),
+        "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
+        "grid": result.grid,
+        "knots": result.knots,
+        "df_shared": result.df_shared,
+        "df_branches": result.df_branches,
+        "n_cells": result.n_cells.astype(np.int64),
+        "edges": {
+            label: np.concatenate([_path_edges(segments[s]) for s in ids]) if ids else np.empty((0, 2), np.int64)
+            for label, ids in members.items()
+        },
+    }
+    logg.info(
+        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05)",
+        time=start,
+        deep=(f"added\n    uns[{name!r}], varm['{name}_curves', '{name}_shared'], var['{name}_F', "
+              f"'{name}_pval', '{name}_qval'], obs['{name}_branch', '{name}_time']"),
+    )
+    return adata if copy else None
+
+
+branch_test.__doc__ = branch_test.__doc__.replace("{model}", _MODEL)
+
+
+def _expression(adata: AnnData, layer: str | None):
+    """The cells × genes matrix to fit (not copied) and its name for ``params``."""
+    if not isinstance(adata, AnnData):
+        raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
+    if layer is None:
+        matrix, where = adata.X, "adata.X"
+        if matrix is None:
+            raise KeyError("adata.X is empty; pass layer=<a key of adata.layers>.")
+    else:
+        if layer not in adata.layers:
+            raise KeyError(f"No layer {layer!r} in adata.layers; layers: {list(adata.layers.keys())}.")
+        matrix, where = adata.layers[layer], f"adata.layers[{layer!r}]"
+    if not (sparse.issparse(matrix) or isinstance(matrix, np.ndarray)):
+        raise TypeError(f"{where} must be a numpy array or a scipy sparse matrix; got {type(matrix).__name__} "
+                        "(load backed data into memory first).")
+    if not (np.issubdtype(matrix.dtype, np.number) or matrix.dtype == bool):
+        raise ValueError(f"{where} must be numeric; got dtype {matrix.dtype}.")
+    return matrix, MAIN_MATRIX if layer is None else layer
+
+
+def _gene_columns(adata: AnnData, genes) -> np.ndarray | None:
+    """Column indices of ``genes`` (None: all genes)."""
+    if genes is None:
+        return None
+    genes = [genes] if isinstance(genes, str) else list(genes)
+    if not genes:
+        raise ValueError("genes is empty; pass gene names or None for all genes.")
+    if not adata.var_names.is_unique:
+        raise ValueError("adata.var_names are not unique; run adata.var_names_make_unique() first.")
+    index = adata.var_names.get_indexer(genes)
+    unknown = [gene for gene, position in zip(genes, index) if position < 0]
+    if unknown:
+        raise KeyError(f"{len(unknown)} gene(s) not in adata.var_names: {unknown[:5]}"
+                       f"{' …' if len(unknown) > 5 else ''}.")
+    if np.unique(index).size != index.size:
+        raise ValueError("genes lists a gene more than once.")
+    return index.astype(np.intp)
+
+
+def _segment(adata: AnnData, key: str, segment) -> tuple[str, np.ndarray]:
+    segments, _, _ = _trajectory(adata, key)
+    label = str(segment)
+    if label not in segments:
+        raise KeyError(f"No segment {segment!r} in the trajectory of {key!r}; segments: {sorted(segments, key=int)}.")
+    return label, np.asarray(segments[label], dtype=np.intp)
+
+
+def _trajectory(adata: AnnData, key: str) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Segments, each cell's segment label and pseudotime, as written by ``tl.pseudotime``."""
+    missing = [field for field in (pseudotime_key(key), segment_key(key)) if field not in adata.obs]
+    if missing or "segments" not in adata.uns[key]:
+        raise KeyError(f"The trajectory of {key!r} is missing ({missing or 'segments'}); run "
+                       f"sks.tl.root(adata, {key!r}, ...) and sks.tl.pseudotime(adata, {key!r}) first.")
+    segments = {str(k): np.asarray(v, dtype=np.intp) for k, v in adata.uns[key]["segments"].items()}
+    labels = adata.obs[segment_key(key)].astype(str).to_numpy()
+    return segments, labels, adata.obs[pseudotime_key(key)].to_numpy(dtype=float)
+
+
+def _path_edges(nodes: np.ndarray) -> np.ndarray:
+    """The E × 2 edges between consecutive nodes of a path."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    return np.column_stack([nodes[:-1], nodes[1:]])
+
+
+def _per_gene(adata: AnnData, columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    out = np.full(adata.n_vars, np.nan)
+    out[columns] = values
+    return out
+
+
+def _per_cell(adata: AnnData, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    out = np.full(adata.n_obs, np.nan)
+    out[rows] = values
+    return out
+
+
+def _count(columns, adata: AnnData) -> int:
+    return adata.n_vars if columns is None else columns.size

@@ -1,0 +1,220 @@
+"""Tests of ``_core.trends``: spline algebra against brute force, calibration, recovery, topology."""
+
+import numpy as np
+import pytest
+from scipy import interpolate, sparse
+
+import scskeleton as sks
+from scskeleton._core import trends as tr
+
+
+def _times(n, seed=0, low=0.0, high=2.0):
+    return np.sort(np.random.default_rng(seed).uniform(low, high, n))
+
+
+def test_basis_sums_to_one_and_penalty_is_the_integral_of_curvature():
+    times = _times(300)
+    basis = tr.spline_basis(times, 8)
+    np.testing.assert_allclose(basis.design(times).sum(axis=1), 1.0, atol=1e-12)
+    assert basis.n_basis == basis.knots.size + 2
+    # brute force: a fine trapezoid rule for ∫ B_j'' B_k''
+    fine = np.linspace(basis.knots[0], basis.knots[-1], 200_001)
+    second = interpolate.BSpline(basis.vector, np.eye(basis.n_basis), tr.DEGREE).derivative(2)(fine)
+    step = fine[1] - fine[0]
+    weights = np.full(fine.size, step)
+    weights[[0, -1]] /= 2
+    brute = second.T @ (weights[:, None] * second)
+    np.testing.assert_allclose(basis.penalty, brute, rtol=1e-4, atol=1e-6 * np.abs(brute).max())
+    # straight lines are not penalised: the penalty's null space holds 1 and t
+    coefficients = np.linalg.lstsq(basis.design(times), np.column_stack([np.ones_like(times), times]), rcond=None)[0]
+    np.testing.assert_allclose(coefficients.T @ basis.penalty @ coefficients, 0.0, atol=1e-8)
+
+
+@pytest.mark.parametrize("df", [3.5, 6.0, None])
+def test_fit_matches_the_dense_penalised_solution(df):
+    rng = np.random.default_rng(1)
+    times = _times(400, seed=1)
+    values = np.column_stack([np.sin(3 * times), times**2, rng.standard_normal(400), np.cos(8 * times)])
+    values = values + 0.3 * rng.standard_normal(values.shape)
+    basis = tr.spline_basis(times, 10)
+    design = basis.design(times)
+    stats = tr.sufficient_statistics(values, np.arange(400), design, np.zeros(400, dtype=int), 1)
+    fit = tr.penalized_fit(stats.gram[0], stats.cross[0], stats.sumsq[0], basis.penalty, df=df)
+    for gene in range(values.shape[1]):
+        system = design.T @ design + fit.lam[gene] * basis.penalty
+        coef = np.linalg.solve(system, design.T @ values[:, gene])
+        hat = design @ np.linalg.solve(system, design.T)
+        np.testing.assert_allclose(fit.coef[:, gene], coef, rtol=1e-7, atol=1e-9)
+        assert fit.rss[gene] == pytest.approx(((values[:, gene] - design @ coef) ** 2).sum(), rel=1e-9)
+        assert fit.edf[gene] == pytest.approx(np.trace(hat), rel=1e-9)
+        # the hat eigenvalues give the traces the F test needs
+        assert (fit.hat[:, gene] ** 2).sum() == pytest.approx(np.trace(hat @ hat), rel=1e-8)
+        if df is not None:
+            assert fit.edf[gene] == pytest.approx(df, rel=1e-8)
+    if df is None:  # GCV: the chosen λ minimises n·RSS/(n − edf)² over the searched grid
+        eigen = tr._eigen(stats.gram[0], basis.penalty)
+        for gene in range(values.shape[1]):
+            scores = []
+            for theta in np.geomspace(*eigen.theta_range(), tr.GCV_POINTS):
+                system = design.T @ design + theta * eigen.scale * basis.penalty
+                hat = design @ np.linalg.solve(system, design.T)
+                residual = values[:, gene] - hat @ values[:, gene]
+                scores.append(400 * residual @ residual / (400 - np.trace(hat)) ** 2)
+            best = np.geomspace(*eigen.theta_range(), tr.GCV_POINTS)[int(np.argmin(scores))] * eigen.scale
+            assert fit.lam[gene] == pytest.approx(best, rel=1e-9)
+
+
+def test_sufficient_statistics_agree_for_dense_csr_csc_subsets_and_row_order(monkeypatch):
+    rng = np.random.default_rng(2)
+    matrix = sparse.random(500, 60, density=0.2, random_state=3, format="csr", dtype=np.float32)
+    rows = rng.permutation(500)[:350]
+    times = rng.uniform(0, 1, rows.size)
+    groups = rng.integers(3, size=rows.size)
+    design = tr.spline_basis(times, 6).design(times)
+    columns = np.array([5, 0, 17, 59])
+    dense = matrix.toarray().astype(np.float64)
+    expected_cross = np.stack([design[groups == g].T @ dense[rows[groups == g]] for g in range(3)])
+    expected_sumsq = np.stack([(dense[rows[groups == g]] ** 2).sum(axis=0) for g in range(3)])
+    monkeypatch.setattr(tr, "CHUNK_ELEMENTS", 500)  # many small chunks and gene blocks
+    for form in (dense, matrix, matrix.tocsc(), matrix.tocoo()):
+        stats = tr.sufficient_statistics(form, rows, design, groups, 3)
+        np.testing.assert_allclose(stats.cross, expected_cross, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(stats.sumsq, expected_sumsq, rtol=1e-6)
+        np.testing.assert_array_equal(stats.n_cells, np.bincount(groups, minlength=3))
+        subset = tr.sufficient_statistics(form, rows, design, groups, 3, columns)
+        np.testing.assert_allclose(subset.cross, expected_cross[:, :, columns], rtol=1e-6, atol=1e-9)
+    order = rng.permutation(rows.size)  # the cells' order does not matter
+    shuffled = tr.sufficient_statistics(matrix, rows[order], design[order], groups[order], 3)
+    np.testing.assert_allclose(shuffled.cross, expected_cross, rtol=1e-6, atol=1e-9)
+
+
+def test_trends_recover_true_curves_given_true_pseudotime():
+    adata = sks.datasets.branching_expression(1000, random_state=0)
+    varies = adata.var["true_pattern"].to_numpy() != "null"
+    for branch in ("branch_1", "branch_2"):
+        rows = np.flatnonzero(adata.obs["true_branch"].isin(["trunk", branch]).to_numpy())
+        times = adata.obs["true_pseudotime"].to_numpy()[rows]
+        result = tr.trend_test(adata.X, rows, times)
+        fitted = np.stack([np.interp(times, result.grid, curve) for curve in result.curves], axis=1)
+        truth = adata.layers["true_mean"][rows]
+        r2 = 1 - ((fitted - truth) ** 2).mean(axis=0)[varies] / truth.var(axis=0)[varies]
+        assert r2.min() >= 0.9, f"{branch}: worst R² {r2.min():.3f}"
+        assert (result.qvals[varies] < 1e-6).all()
+        assert result.r2.shape == (adata.n_vars,) and np.all((result.r2 >= 0) & (result.r2 <= 1))
+
+
+@pytest.mark.parametrize("df", [3.0, 6.0])
+def test_trend_p_values_hold_their_level_on_null_genes(df):
+    rng = np.random.default_rng(4)
+    times = _times(300, seed=4)
+    result = tr.trend_test(rng.standard_normal((300, 8000)), np.arange(300), times, df=df)
+    for level in (0.05, 0.01):
+        assert abs((result.pvals < level).mean() - level) < 0.25 * level + 0.004
+    assert (result.qvals < 0.05).sum() <= 2  # (almost) nothing survives the correction
+
+
+@pytest.mark.parametrize(
+    ("n_trunk", "n_branch", "lengths"),
+    [(300, (300, 300), (1.0, 1.0)), (200, (300, 150), (1.0, 0.5)), (0, (200, 200), (1.0, 1.0)),
+     (200, (200, 200, 200), (1.0, 1.0, 1.0))],
+)
+def test_branch_p_values_hold_their_level_when_branches_share_the_trend(n_trunk, n_branch, lengths):
+    rng = np.random.default_rng(5)
+    times = np.concatenate([rng.uniform(0, 1, n_trunk)] + [1 + rng.uniform(0, s, n) for n, s in zip(n_branch, lengths)])
+    groups = np.concatenate([np.zeros(n_trunk, int)] + [np.full(n, b + 1) for b, n in enumerate(n_branch)])
+    shared = 1 / (1 + np.exp(-4 * (times - 1)))
+    values = shared[:, None] + rng.standard_normal((times.size, 6000))
+    result = tr.branch_test(values, np.arange(times.size), times, groups, df=5.0)
+    for level in (0.05, 0.01):
+        assert abs((result.pvals < level).mean() - level) < 0.25 * level + 0.004
+    np.testing.assert_allclose(result.df_branches, 5.0)
+    assert result.df_shared == pytest.approx(5.0)
+    assert result.curves.shape == (6000, len(n_branch), 100) and result.shared.shape == (6000, 100)
+
+
+def test_branch_moments_equal_the_traces_of_the_explicit_forms():
+    rng = np.random.default_rng(6)
+    times = np.concatenate([rng.uniform(0, 1, 40), 1 + rng.uniform(0, 1, 30), 1 + rng.uniform(0, 0.6, 25)])
+    groups = np.repeat([0, 1, 2], [40, 30, 25])
+    basis = tr.spline_basis(times, 6)
+    design = basis.design(times)
+    gram = np.stack([design[groups == g].T @ design[groups == g] for g in range(3)])
+    lam_shared, lam_branches = 0.3, [0.05, 2.0]
+    moments = tr._branch_moments(gram, basis.penalty, lam_shared, lam_branches)
+
+    def explained(weights, lam):
+        weighted = weights[:, None] * design
+        inverse = np.linalg.inv(design.T @ weighted + lam * basis.penalty)
+        smoother = design @ inverse @ weighted.T  # fitted values = smoother @ y
+        residual = np.eye(times.size) - smoother
+        return np.eye(times.size) - residual.T @ np.diag(weights) @ residual  # y'Qy = Σ w y² − weighted RSS
+
+    branch_weights = [np.where(groups == 0, 0.5, (groups == b).astype(float)) for b in (1, 2)]
+    q_branches = sum(explained(w, lam) for w, lam in zip(branch_weights, lam_branches)) - np.eye(times.size)
+    q_shared = explained(np.ones(times.size), lam_shared)
+    a, r = q_branches - q_shared, np.eye(times.size) - q_branches
+    np.testing.assert_allclose(moments, [np.trace(a), np.trace(a @ a), np.trace(r), np.trace(r @ r)], rtol=1e-8)
+
+
+def test_branch_test_finds_branch_dependent_genes_and_masks_curves_outside_branches():
+    rng = np.random.default_rng(7)
+    times = np.concatenate([rng.uniform(0, 1, 200), 1 + rng.uniform(0, 1, 200), 1 + rng.uniform(0, 0.5, 200)])
+    groups = np.repeat([0, 1, 2], 200)
+    after = np.clip(times - 1, 0, None)
+    differ = np.where(groups == 1, after, -after)
+    values = np.column_stack([differ, np.sin(2 * times), np.zeros_like(times)]) + 0.2 * rng.standard_normal((600, 3))
+    result = tr.branch_test(values, np.arange(600), times, groups)
+    assert result.qvals[0] < 1e-10 and result.qvals[1] > 0.05
+    assert result.pvals[2] > 0.01
+    short = result.grid > 1.5 + 1e-9  # the second branch has no cells there
+    assert np.isnan(result.curves[:, 1, short]).all() and np.isfinite(result.curves[:, 0, :]).all()
+    np.testing.assert_array_equal(result.n_cells, [200, 200, 200])
+
+
+def test_constant_genes_get_p_one_and_zero_r2():
+    times = _times(100)
+    values = np.column_stack([np.full(100, 3.0), np.zeros(100), times])
+    result = tr.trend_test(sparse.csr_matrix(values), np.arange(100), times)
+    np.testing.assert_array_equal(result.pvals[:2], 1.0)
+    np.testing.assert_array_equal(result.r2[:2], 0.0)
+    assert result.r2[2] == pytest.approx(1.0) and result.pvals[2] < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda v, t: tr.trend_test(v, np.arange(50), t, df=2.0), "df must be > 2"),
+        (lambda v, t: tr.trend_test(v, np.arange(50), t, df=40.0), "degrees of freedom"),
+        (lambda v, t: tr.trend_test(v, np.arange(50), np.zeros(50)), "same pseudotime"),
+        (lambda v, t: tr.trend_test(np.where(v > 0.5, np.nan, v), np.arange(50), t), "NaN"),
+        (lambda v, t: tr.trend_test(v, np.arange(50), np.where(t > 1, np.nan, t)), "finite"),
+        (lambda v, t: tr.trend_test(v, np.arange(50), t, columns=np.array([], dtype=int)), "No genes"),
+        (lambda v, t: tr.branch_test(v, np.arange(50), t, np.repeat([0, 1, 2], [20, 25, 5])), "has 5 cells"),
+        (lambda v, t: tr.branch_test(v, np.arange(50), t, np.repeat([0, 1], [20, 30])), "at least two branches"),
+    ],
+)
+def test_bad_input_is_rejected(call, fragment):
+    rng = np.random.default_rng(8)
+    with pytest.raises(ValueError, match=fragment):
+        call(rng.uniform(size=(50, 4)), _times(50))
+
+
+Y_SEGMENTS = {  # root 0; fork at node 3 into 3-5-6 (which forks again at 6) and 3-4
+    "0": np.array([0, 1, 2, 3]),
+    "1": np.array([3, 4]),
+    "2": np.array([3, 5, 6]),
+    "3": np.array([6, 7]),
+    "4": np.array([6, 8]),
+}
+
+
+def test_branch_cells_walk_the_oriented_tree():
+    trunk, branches = tr.branch_cells(Y_SEGMENTS, 3, 0)
+    assert trunk == ["0"] and branches == [["1"], ["2", "3", "4"]]
+    trunk, branches = tr.branch_cells(Y_SEGMENTS, 6, np.array([0]))
+    assert trunk == ["0", "2"] and branches == [["3"], ["4"]]
+    with pytest.raises(ValueError, match="not a branch point"):
+        tr.branch_cells(Y_SEGMENTS, 5, 0)
+    looped = {**Y_SEGMENTS, "5": np.array([4, 9, 7])}  # 4 → 7 closes a cycle between the branches
+    with pytest.raises(ValueError, match="cycle"):
+        tr.branch_cells(looped, 3, 0)

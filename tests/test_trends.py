@@ -1,0 +1,263 @@
+"""Tests of ``tl.trends`` and ``tl.branch_test`` on a fitted tree, with ground truth."""
+
+import anndata
+import numpy as np
+import pandas as pd
+import pytest
+import scanpy as sc
+from anndata import AnnData
+from scipy import sparse
+from sklearn.metrics import roc_auc_score
+
+import scskeleton as sks
+
+KEY = "ddrtree"
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """Expression with known trends, DDRTree on its PCA, rooted at the start; copy before mutating."""
+    adata = sks.datasets.branching_expression(1000, random_state=0)
+    sc.pp.pca(adata, n_comps=10)
+    sks.tl.ddrtree(adata)
+    sks.tl.root(adata, KEY, obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, KEY)
+    assert adata.uns[KEY]["branch_points"].size == 1
+    return adata
+
+
+@pytest.fixture(scope="module")
+def tested(fitted):
+    adata = fitted.copy()
+    sks.tl.branch_test(adata, KEY, branch_point=int(adata.uns[KEY]["branch_points"][0]))
+    return adata
+
+
+def _leaf_of(adata, label):
+    """The leaf at the end of a tested branch."""
+    result = adata.uns[f"{KEY}_branch_test"]
+    return int(adata.uns[KEY]["segments"][result["segments"][label][-1]][-1])
+
+
+def _state(adata):
+    return (sorted(adata.uns), list(adata.obs.columns), list(adata.var.columns), sorted(adata.varm), sorted(adata.obsm))
+
+
+def test_branch_test_ranks_the_branch_dependent_genes_first(tested):
+    truth = tested.var["true_branch_dependent"].to_numpy()
+    pvals = tested.var[f"{KEY}_branch_test_pval"].to_numpy()
+    assert roc_auc_score(truth, -np.log(np.maximum(pvals, 1e-300))) >= 0.95
+    assert roc_auc_score(truth, tested.var[f"{KEY}_branch_test_F"]) >= 0.95
+    qvals = tested.var[f"{KEY}_branch_test_qval"].to_numpy()
+    assert (qvals[truth] < 0.05).all()
+    # trunk and branches are the true ones: each branch label holds mostly one true branch
+    table = pd.crosstab(tested.obs[f"{KEY}_branch_test_branch"], tested.obs["true_branch"])
+    assert table.loc["trunk", "trunk"] >= 0.8 * table.loc["trunk"].sum()
+    for label in tested.uns[f"{KEY}_branch_test"]["branches"]:
+        assert table.loc[label, ["branch_1", "branch_2"]].max() >= 0.9 * table.loc[label].sum()
+
+
+def test_trends_along_each_path_recover_the_true_curves(tested):
+    adata = tested.copy()
+    pattern = adata.var["true_pattern"].to_numpy()
+    for label in adata.uns[f"{KEY}_branch_test"]["branches"]:
+        sks.tl.trends(adata, KEY, path=(int(adata.uns[KEY]["root"]), _leaf_of(adata, label)), key_added="along")
+        times = adata.obs["along_time"].to_numpy()
+        on_path = np.isfinite(times)
+        branch = adata.obs["true_branch"][on_path].value_counts().drop("trunk").idxmax()
+        cells = on_path & adata.obs["true_branch"].isin(["trunk", branch]).to_numpy()
+        grid = adata.uns["along"]["grid"]
+        fitted = np.stack([np.interp(times[cells], grid, curve) for curve in adata.varm["along_curves"]], axis=1)
+        truth = adata.layers["true_mean"][cells]
+        r2 = 1 - ((fitted - truth) ** 2).mean(axis=0) / np.where(truth.var(axis=0) > 0, truth.var(axis=0), np.nan)
+        # genes that change after the fork: every one; all genes with a trend: the typical one. Genes that
+        # change early on the trunk are limited by how finely the tree orders the first cells, not by the fit.
+        assert np.nanmin(r2[pattern == "branch"]) >= 0.9
+        assert np.nanmedian(r2[pattern != "null"]) >= 0.9
+        qvals = adata.var["along_qval"].to_numpy()
+        assert (qvals[pattern != "null"] < 0.05).all()
+        assert (qvals[pattern == "null"] < 0.05).mean() <= 0.1
+
+
+def test_trends_write_the_schema_and_survive_h5ad(tested, tmp_path):
+    adata = tested.copy()
+    first_branch = adata.uns[f"{KEY}_branch_test"]["branches"][0]
+    sks.tl.trends(adata, KEY, path=(int(adata.uns[KEY]["root"]), _leaf_of(adata, first_branch)))
+    name = f"{KEY}_trends"
+    entry = adata.uns[name]
+    assert entry["method"] == "trends" and entry["graph"] == KEY and entry["time"] == "position"
+    assert adata.varm[f"{name}_curves"].shape == (adata.n_vars, 100)
+    assert entry["edges"]["path"].shape[1] == 2
+    for suffix in ("r2", "pval", "qval", "edf"):
+        assert adata.var[f"{name}_{suffix}"].notna().all()
+    np.testing.assert_allclose(adata.var[f"{name}_edf"], 6.0)
+    assert entry["params"]["df"] == 6.0 and entry["params"]["layer"] == "X"
+
+    path = tmp_path / "trends.h5ad"
+    adata.write_h5ad(path)
+    back = anndata.read_h5ad(path)
+    for result in (name, f"{KEY}_branch_test"):
+        np.testing.assert_array_equal(back.varm[f"{result}_curves"], adata.varm[f"{result}_curves"])
+        np.testing.assert_array_equal(back.uns[result]["grid"], adata.uns[result]["grid"])
+        pd.testing.assert_series_equal(back.obs[f"{result}_time"], adata.obs[f"{result}_time"])
+        pd.testing.assert_series_equal(back.var[f"{result}_qval"], adata.var[f"{result}_qval"])
+        assert back.uns[result]["params"] == adata.uns[result]["params"]
+    pd.testing.assert_series_equal(back.obs[f"{KEY}_branch_test_branch"], adata.obs[f"{KEY}_branch_test_branch"])
+    for label, edges in adata.uns[f"{KEY}_branch_test"]["edges"].items():
+        np.testing.assert_array_equal(back.uns[f"{KEY}_branch_test"]["edges"][label], edges)
+    np.testing.assert_array_equal(back.uns[f"{KEY}_branch_test"]["branches"],
+                                  adata.uns[f"{KEY}_branch_test"]["branches"])
+
+
+def test_segment_gene_subset_layer_sparse_and_copy_agree(fitted):
+    adata = fitted.copy()
+    segment = adata.obs[f"{KEY}_segment"].value_counts().idxmax()
+    full = sks.tl.trends(adata, KEY, segment=segment, copy=True)
+    assert f"{KEY}_trends" not in adata.uns  # copy=True leaves the input alone
+    entry = full.uns[f"{KEY}_trends"]
+    assert entry["time"] == "pseudotime"
+    cells = (full.obs[f"{KEY}_segment"] == segment).to_numpy()
+    np.testing.assert_array_equal(np.isfinite(full.obs[f"{KEY}_trends_time"]), cells)
+    np.testing.assert_allclose(full.obs[f"{KEY}_trends_time"][cells], full.obs[f"{KEY}_pseudotime"][cells])
+    np.testing.assert_array_equal(entry["edges"]["path"][:, 0], adata.uns[KEY]["segments"][segment][:-1])
+
+    genes = ["gene_3", "gene_50", "gene_199"]
+    sks.tl.trends(adata, KEY, segment=int(segment), genes=genes)
+    subset = adata.var[f"{KEY}_trends_qval"]
+    assert subset.notna().sum() == 3 and subset[genes].notna().all()
+    np.testing.assert_allclose(adata.varm[f"{KEY}_trends_curves"][[3, 50, 199]],
+                               full.varm[f"{KEY}_trends_curves"][[3, 50, 199]], rtol=1e-10)
+    assert np.isnan(adata.varm[f"{KEY}_trends_curves"][0]).all()
+
+    adata.layers["counts"] = sparse.csr_matrix(adata.X)
+    sks.tl.trends(adata, KEY, segment=segment, layer="counts", key_added="sparse")
+    np.testing.assert_allclose(adata.varm["sparse_curves"], full.varm[f"{KEY}_trends_curves"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(adata.var["sparse_pval"], full.var[f"{KEY}_trends_pval"], rtol=1e-5, atol=1e-300)
+    assert adata.uns["sparse"]["params"]["layer"] == "counts"
+
+    sks.tl.trends(adata, KEY, segment=segment, df=None, key_added="gcv")
+    assert adata.uns["gcv"]["params"]["df"] == "gcv"
+    assert adata.var["gcv_edf"].nunique() > 1  # λ chosen per gene
+
+
+def test_same_input_same_result(fitted):
+    first = sks.tl.branch_test(fitted, KEY, branch_point=int(fitted.uns[KEY]["branch_points"][0]), copy=True)
+    second = sks.tl.branch_test(fitted, KEY, branch_point=int(fitted.uns[KEY]["branch_points"][0]), copy=True)
+    np.testing.assert_array_equal(first.varm[f"{KEY}_branch_test_curves"], second.varm[f"{KEY}_branch_test_curves"])
+    np.testing.assert_array_equal(first.var[f"{KEY}_branch_test_pval"], second.var[f"{KEY}_branch_test_pval"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "fragment"),
+    [
+        (dict(path=(0, 1), segment="0"), ValueError, "exactly one of"),
+        (dict(), ValueError, "exactly one of"),
+        (dict(path=(0,)), ValueError, "path must be"),
+        (dict(segment="99"), KeyError, "No segment"),
+        (dict(segment="0", genes=["gene_0", "no_such_gene"]), KeyError, "no_such_gene"),
+        (dict(segment="0", genes=[]), ValueError, "genes is empty"),
+        (dict(segment="0", genes=["gene_1", "gene_1"]), ValueError, "more than once"),
+        (dict(segment="0", layer="missing"), KeyError, "No layer"),
+        (dict(segment="0", df=2.0), ValueError, "df must be > 2"),
+        (dict(segment="0", n_knots=1), ValueError, "n_knots"),
+        (dict(path=(0, 10_000)), ValueError, "end node must be"),
+        (dict(path=(3, 3)), ValueError, "two different ends"),
+    ],
+)
+def test_bad_trends_input_is_rejected_and_adata_untouched(fitted, kwargs, error, fragment):
+    adata = fitted.copy()
+    before = _state(adata)
+    with pytest.raises(error, match=fragment):
+        sks.tl.trends(adata, KEY, **kwargs)
+    assert _state(adata) == before
+
+
+def test_missing_graph_or_pseudotime_is_a_clear_error(fitted):
+    with pytest.raises(KeyError, match="No graph"):
+        sks.tl.trends(fitted, "nothing", path=(0, 1))
+    bare = fitted.copy()
+    del bare.obs[f"{KEY}_pseudotime"]
+    with pytest.raises(KeyError, match="tl.pseudotime"):
+        sks.tl.branch_test(bare, KEY, branch_point=int(bare.uns[KEY]["branch_points"][0]))
+    with pytest.raises(KeyError, match="tl.pseudotime"):
+        sks.tl.trends(bare, KEY, segment="0")
+
+
+def test_bad_branch_points_are_rejected(fitted):
+    adata = fitted.copy()
+    before = _state(adata)
+    leaf = int(adata.uns[KEY]["leaves"][0])
+    with pytest.raises(ValueError, match="not a branch point"):
+        sks.tl.branch_test(adata, KEY, branch_point=leaf)
+    with pytest.raises(ValueError, match="branch_point must be"):
+        sks.tl.branch_test(adata, KEY, branch_point=-1)
+    with pytest.raises(ValueError, match="branch_point must be"):
+        sks.tl.branch_test(adata, KEY, branch_point=1.5)
+    assert _state(adata) == before
+
+
+def _manual_graph(nodes, edges, coords, values, root=0):
+    """An AnnData with a hand-made graph in the shared schema, rooted and timed."""
+    rows, cols = np.asarray(edges).T
+    upper = sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(len(nodes), len(nodes)))
+    adata = AnnData(X=np.asarray(values, dtype=np.float32))
+    adata.obsm["X_pca"] = np.asarray(coords, dtype=float)
+    adata.uns["g"] = {"method": "manual", "nodes": np.asarray(nodes, dtype=float), "space": "X_pca",
+                      "adjacency": upper + upper.T}
+    sks.tl.root(adata, "g", node=root)
+    sks.tl.pseudotime(adata, "g", min_branch_nodes=0)
+    return adata
+
+
+def test_path_between_unconnected_nodes_is_rejected():
+    nodes = [[0, 0], [1, 0], [2, 0], [10, 0], [11, 0], [12, 0]]
+    rng = np.random.default_rng(0)
+    coords = np.column_stack([np.concatenate([rng.uniform(0, 2, 50), rng.uniform(10, 12, 50)]), np.zeros(100)])
+    adata = _manual_graph(nodes, [(0, 1), (1, 2), (3, 4), (4, 5)], coords, rng.normal(size=(100, 5)))
+    before = _state(adata)
+    with pytest.raises(ValueError, match="different connected components"):
+        sks.tl.trends(adata, "g", path=(0, 5))
+    assert _state(adata) == before
+    sks.tl.trends(adata, "g", path=(0, 2))  # within a component it works
+    assert np.isfinite(adata.obs["g_trends_time"]).sum() == 50
+
+
+def test_branch_with_too_few_cells_is_a_clear_error():
+    nodes = [[0, 0], [1, 0], [2, 0], [3, 1], [4, 2], [3, -1], [4, -2]]
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (2, 5), (5, 6)]
+    rng = np.random.default_rng(1)
+    trunk = np.column_stack([rng.uniform(0, 2, 100), np.zeros(100)])
+    along = rng.uniform(0, 2, 100)
+    up = np.column_stack([2 + along, along])
+    down = np.column_stack([[3.5, 3.6, 3.7], [-1.5, -1.6, -1.7]])  # three cells on the lower arm
+    coords = np.vstack([trunk, up, down])
+    adata = _manual_graph(nodes, edges, coords, rng.normal(size=(coords.shape[0], 4)))
+    before = _state(adata)
+    with pytest.raises(ValueError, match="has 3 cells"):
+        sks.tl.branch_test(adata, "g", branch_point=2)
+    assert _state(adata) == before
+    sks.tl.branch_test(adata, "g", branch_point=2, df=2.5)  # a small enough df fits
+    assert adata.uns["g_branch_test"]["n_cells"].tolist() == [100, 100, 3]
+
+
+def test_generator_truth_and_reproducibility():
+    first = sks.datasets.branching_expression(300, n_genes=30, n_branch_genes=5, n_trend_genes=10, random_state=3)
+    again = sks.datasets.branching_expression(300, n_genes=30, n_branch_genes=5, n_trend_genes=10, random_state=3)
+    np.testing.assert_array_equal(first.X, again.X)
+    assert first.var["true_pattern"].value_counts().to_dict() == {"branch": 5, "trend": 10, "null": 15}
+    np.testing.assert_array_equal(first.var["true_branch_dependent"], first.var["true_pattern"] == "branch")
+    mean, branch = first.layers["true_mean"], first.obs["true_branch"].to_numpy()
+    time = first.obs["true_pseudotime"].to_numpy()
+    is_branch = first.var["true_branch_dependent"].to_numpy()
+    # before the fork the branch genes are flat; after it they move in opposite directions on the two branches
+    trunk = branch == "trunk"
+    np.testing.assert_allclose(mean[trunk][:, is_branch], mean[trunk][:1, is_branch].repeat(trunk.sum(), 0))
+    late = time > 1.8
+    one = mean[late & (branch == "branch_1")][:, is_branch].mean(0) - mean[trunk][0, is_branch]
+    two = mean[late & (branch == "branch_2")][:, is_branch].mean(0) - mean[trunk][0, is_branch]
+    assert (np.sign(one) == -np.sign(two)).all() and (np.abs(one) > 1.0).all()
+    nulls = first.var["true_pattern"].to_numpy() == "null"
+    assert np.ptp(mean[:, nulls], axis=0).max() == 0.0
+    with pytest.raises(ValueError, match="n_genes"):
+        sks.datasets.branching_expression(100, n_genes=10, n_branch_genes=8, n_trend_genes=8)
+
