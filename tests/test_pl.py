@@ -118,6 +118,8 @@ def test_tree_marks_root_and_branch_points(adata):
     np.testing.assert_allclose(root.get_offsets()[0], adata.uns[KEY]["nodes"][adata.uns[KEY]["root"], :2])
     branch = next(c for c in ax.collections if c.get_label() == "branch point")
     assert len(branch.get_offsets()) == len(adata.uns[KEY]["branch_points"])
+    unmarked = sks.pl.tree(adata, KEY, show=False, show_branch_points=False)
+    assert "branch point" not in {c.get_label() for c in unmarked.collections}
 
 
 def test_tree_bad_input(adata):

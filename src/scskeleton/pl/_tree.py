@@ -29,6 +29,7 @@ def tree(
     color: str | None = None,
     components: Sequence[int] = (0, 1),
     show_nodes: bool = True,
+    show_branch_points: bool = True,
     edge_color: str = "black",
     edge_width: float = 1.0,
     size: float | None = None,
@@ -68,6 +69,9 @@ def tree(
     show_nodes
         Draw the nodes as small dots. The root and branch point markers are
         drawn either way.
+    show_branch_points
+        Mark the branch points. Turn it off for meshes such as ℓ1 graphs in
+        many dimensions, where most nodes have three or more neighbours.
     edge_color
         Colour of edges and nodes.
     edge_width
@@ -118,7 +122,7 @@ def tree(
         scatter_kwargs={"size": size, **kwargs},
     )
     _draw_graph(ax, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
-                edge_color=edge_color, edge_width=edge_width)
+                show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
@@ -145,7 +149,7 @@ def _nodes_in_basis(adata: AnnData, graph: StoredGraph, coordinates: np.ndarray)
 
 
 def _draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
-                show_nodes: bool, edge_color: str, edge_width: float) -> None:
+                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float) -> None:
     """Edges, nodes, root and branch points on top of the cells, with a legend."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
@@ -164,7 +168,7 @@ def _draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: n
     if show_nodes:
         ax.scatter(nodes[drawn, 0], nodes[drawn, 1], s=marker_size * 3, c=edge_color, linewidths=0, zorder=4)
 
-    branch_points = np.asarray(entry.get("branch_points", []), dtype=int).ravel()
+    branch_points = np.asarray(entry.get("branch_points", []) if show_branch_points else [], dtype=int).ravel()
     branch_points = branch_points[drawn[branch_points]] if branch_points.size else branch_points
     if branch_points.size:
         handles.append(ax.scatter(

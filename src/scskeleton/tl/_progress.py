@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from tqdm.auto import tqdm
+try:  # notebook progress bars need ipywidgets; without it tqdm.auto warns on import
+    import ipywidgets  # noqa: F401
+    from tqdm.auto import tqdm
+except ImportError:
+    from tqdm import tqdm
 
 #: Problems with at least this many cells × nodes show a progress bar.
 LONG_RUN = 5_000_000
