@@ -34,7 +34,14 @@ def top_eigenpairs(matrix: np.ndarray, n_components: int) -> tuple[np.ndarray, n
     Only the requested eigenpairs are computed (``eigh(subset_by_index=…)``).
     """
     size = matrix.shape[0]
-    values, vectors = linalg.eigh(matrix, subset_by_index=[size - n_components, size - 1], check_finite=False)
+    subset = [size - n_components, size - 1]
+    values, vectors = linalg.eigh(matrix, subset_by_index=subset, check_finite=False)
+    if values.size < n_components:
+        # LAPACK's syevr/syevx can return fewer eigenpairs than requested when
+        # the wanted ones are (nearly) degenerate (scipy issue #13913), e.g.
+        # the kernel of a graph with isolated points; the full solver cannot.
+        values, vectors = linalg.eigh(matrix, check_finite=False, driver="evd")
+        values, vectors = values[subset[0]:], vectors[:, subset[0]:]
     return values[::-1].copy(), np.ascontiguousarray(_fix_signs(vectors[:, ::-1]))
 
 

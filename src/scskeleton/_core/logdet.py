@@ -165,7 +165,7 @@ def minimize_box(
     value_and_gradient: Callable[[np.ndarray], tuple[float, np.ndarray]],
     start: np.ndarray,
     *,
-    upper: float,
+    upper: float | np.ndarray,
     maxiter: int,
     tol: float,
     callback: Callable[[int, float], None] | None = None,
@@ -174,7 +174,8 @@ def minimize_box(
 
     The box-constrained form is what makes MPME (13) and ESL (20) tractable:
     L is positive semidefinite for any w ≥ 0, so no semidefinite constraint is
-    needed. ``upper`` may be ``inf``. L-BFGS-B stops when the relative
+    needed. ``upper`` may be ``inf``, or one bound per variable (an array,
+    entries may be ``inf``). L-BFGS-B stops when the relative
     decrease of the objective falls below ``tol`` (its ``ftol``), when the
     projected gradient vanishes, or after ``maxiter`` iterations.
     """
@@ -185,13 +186,12 @@ def minimize_box(
         if callback is not None:
             callback(len(trace), trace[-1])
 
-    bound = None if not np.isfinite(upper) else float(upper)
     result = optimize.minimize(
         value_and_gradient,
         np.asarray(start, dtype=float),
         jac=True,
         method="L-BFGS-B",
-        bounds=optimize.Bounds(0.0, np.inf if bound is None else bound),
+        bounds=optimize.Bounds(0.0, upper),
         callback=record,
         options={"maxiter": int(maxiter), "ftol": float(tol), "gtol": 1e-10, "maxcor": 20},
     )
