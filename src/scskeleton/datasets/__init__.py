@@ -4,10 +4,12 @@ from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch
 from ._expression import branching_expression
 from ._shapes import circle, distorted_s, moons, spiral, three_clusters
+from ._structures import blobs, line_and_circle, noisy_moons
 
 __all__ = [
+    "blobs",
     "branching",
     "branching_expression",
-    "circle", "distorted_s", "krumsiek11", "moons", "spiral", "three_clusters",
+    "circle", "distorted_s", "krumsiek11", "line_and_circle", "moons", "noisy_moons", "spiral", "three_clusters",
     "toggleswitch",
 ]

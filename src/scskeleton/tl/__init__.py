@@ -1,10 +1,12 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
 from ._ddrtree import ddrtree
+from ._esl import esl
+from ._fsl import fsl
 from ._mpme import mpme
 from ._rpg import rpg, rpg_l1
 from ._spl import spl
 from ._trajectory import path, pseudotime, root
 from ._trends import branch_test, trends
 
-__all__ = ["branch_test", "ddrtree", "mpme", "path", "pseudotime", "root", "rpg", "rpg_l1", "spl", "trends"]
+__all__ = ["branch_test", "ddrtree", "esl", "fsl", "mpme", "path", "pseudotime", "root", "rpg", "rpg_l1", "spl", "trends"]

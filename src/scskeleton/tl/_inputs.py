@@ -44,6 +44,25 @@ def get_representation(adata: AnnData, *, use_rep: str, n_pcs: int | None) -> np
     return as_float_matrix(values, where)
 
 
+def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
+    """The cells × genes matrix ``adata.X`` (``layer=None``) or ``adata.layers[layer]``
+    as dense, finite float64, for tools that weight the genes themselves."""
+    if not isinstance(adata, AnnData):
+        raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
+    if layer is None:
+        if adata.X is None:
+            raise KeyError("adata.X is empty; pass layer=<a key of adata.layers> instead.")
+        values, where = adata.X, "adata.X"
+    elif not isinstance(layer, str) or layer not in adata.layers:
+        raise KeyError(f"adata.layers[{layer!r}] not found; use layer=None for adata.X or one of "
+                       f"{sorted(adata.layers.keys())}.")
+    else:
+        values, where = adata.layers[layer], f"adata.layers[{layer!r}]"
+    if sparse.issparse(values):
+        values = values.toarray()
+    return as_float_matrix(np.asarray(values), where)
+
+
 def check_random_state(random_state) -> int:
     """Seeds are non-negative integers, so results are reproducible and storable."""
     if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral) or random_state < 0:

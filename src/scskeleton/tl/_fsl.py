@@ -1,0 +1,176 @@
+"""``tl.fsl``: unsupervised gene selection with a learned cell graph (feature selection via structure learning)."""
+
+from __future__ import annotations
+
+import numpy as np
+from anndata import AnnData
+from scanpy import logging as logg
+
+from .._core import fsl as core
+from .._core.validation import check_integer
+from ._inputs import check_key, check_random_state, get_features
+from ._progress import iteration_progress
+from ._results import write_result
+
+
+def fsl(
+    adata: AnnData,
+    *,
+    layer: str | None = None,
+    n_features: int = 50,
+    b: float | None = None,
+    lam: float = 10.0,
+    gamma: float = 100.0,
+    n_components: int = 2,
+    maxiter: int = 300,
+    tol: float = 1e-6,
+    key_added: str = "fsl",
+    random_state: int = 0,
+    copy: bool = False,
+) -> AnnData | None:
+    """Weight the genes and learn a cell graph on the weighted genes (FSL).
+
+    Wang & Li, feature selection via structure learning
+    (shared/papers/esl-fsl_…, §IV, Algorithm 2). Each gene r gets a weight
+    θ_r ∈ [0, 1], Σ_r θ_r = b (eq. 30); cells are compared by the weighted
+    distance ψ(x_i, x_j; θ) = Σ_r θ_r (x_ri - x_rj)² (eq. 29). Proposition 4
+    turns the density estimation problem (33) into
+
+        min_{W, θ}  -½ Σ_r log det(γI + 4θ_r L_W) + Σ_{i,j} w_ij ψ(x_i, x_j; θ)      (34)
+
+    over directed graphs W with rows summing to λ and θ ∈ Θ, solved by
+    projected gradient descent: rows of W projected onto the simplex by
+    sorting, θ onto Θ by the bisection of Proposition 5, Armijo backtracking
+    so that the objective never increases. All M log-determinants come from
+    one eigendecomposition of L_W per iteration: O(N³ + N²·M) time and
+    O(N² + N·M) memory. The genes that vary least between neighbouring cells
+    of the learned graph get the weight, and the graph connects cells that
+    are close in the weighted genes. The cells are embedded by kernel PCA of
+    the learned density's covariance Σ_r θ_r (γI + 4θ_r L_W)⁻¹.
+
+    Scale matters. θ rewards small squared differences between graph
+    neighbours in the genes' own units, and the uniform start graph ranks
+    genes by variance, so a gene with little spread starts ahead; a pair is
+    joined only where ψ_ij < about 2b/γ. Genes constant across cells are
+    refused. The problem is not convex: on the paper's two-moon data the two
+    moon features are found when their spread is below that of the uniform
+    noise features (see ``docs/methods/esl_fsl.md``). Work and memory are
+    O(N³) and O(N² + N·M): at most 5,000 cells.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix (cells × genes).
+    layer
+        ``None`` for ``adata.X`` (dense or sparse), or a key of ``adata.layers``.
+    n_features
+        How many genes to flag in ``var[f"{key}_selected"]``: the largest θ
+        (only genes with θ > 0 are flagged). Default 50.
+    b
+        Σ_r θ_r (eq. 30), at most the number of genes; with θ_r ≤ 1 at least
+        ⌈b⌉ genes get weight. ``None``: ``n_features / 2`` (the paper's
+        two-moon setting: 2 features, b = 1).
+    lam
+        λ, each row of W sums to λ (self-loop included: Σ_{j≠i} w_ij ≤ λ);
+        larger values select more genes and give a denser graph (Fig. 8 of the
+        paper). Default 10.
+    gamma
+        γ, precision of the prior N(0, γ⁻¹I) (Criterion 2); larger values give
+        sparser θ. Default 100 (the paper's setting).
+    n_components
+        Dimension of the embedding in ``obsm[f"X_{key}"]``. Default 2.
+    maxiter, tol
+        Stop after ``maxiter`` iterations, or when an iteration lowers the
+        objective by less than ``tol`` times the decrease since the start.
+    key_added
+        Key of the results; default ``"fsl"``.
+    random_state
+        Recorded only: FSL is deterministic (fixed start θ = b1/M, W = λ11ᵀ/N).
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields
+    (``key`` = ``key_added``):
+
+    ``adata.var[f"{key}_weight"]``
+        θ, the weight of every gene.
+    ``adata.var[f"{key}_selected"]``
+        Boolean: the ``n_features`` genes of largest positive θ.
+    ``adata.obsp[f"{key}_connectivities"]``
+        (W + Wᵀ)/2 without self-loops, the learned cell graph.
+    ``adata.obsm[f"X_{key}"]``
+        N × n_components kernel PCA embedding of the cells.
+    ``adata.uns[key]``
+        ``method`` (``"fsl"``), ``params`` (every parameter used, with the
+        resolved ``b``), ``objective`` (g of eq. 34 at the start and after
+        every iteration, non-increasing), ``n_iter``, ``converged``,
+        ``n_weighted`` (genes with θ > 0), ``eigenvalues`` (of the embedding).
+
+    Examples
+    --------
+    >>> import scskeleton as sks
+    >>> adata = sks.datasets.noisy_moons()
+    >>> sks.tl.fsl(adata, n_features=2)
+    >>> adata.var.loc[adata.var["fsl_selected"]].index.tolist()
+    ['x', 'y']
+    """
+    key = check_key(key_added, "fsl")
+    random_state = check_random_state(random_state)
+    data = get_features(adata, layer=layer)
+    n_cells, n_genes = data.shape
+    n_features = check_integer("n_features", n_features, low=1, high=n_genes, role="genes to flag as selected")
+    b = n_features / 2.0 if b is None else b
+    core.check_fsl_parameters(n_cells, n_genes, b=b, lam=lam, gamma=gamma, n_components=n_components)
+    constant = np.ptp(data, axis=0) == 0
+    if constant.any():
+        names = adata.var_names[constant][:5].tolist()
+        raise ValueError(
+            f"{int(constant.sum())} gene(s) are constant across cells (e.g. {names}): their ψ is zero, so FSL "
+            "would weight them first. Remove them, e.g. sc.pp.filter_genes(adata, min_cells=1) or subset "
+            "adata[:, adata.X.max(0) > adata.X.min(0)]."
+        )
+
+    where = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
+    start = logg.info(f"computing FSL on {where} ({n_cells} cells × {n_genes} genes)")
+    with iteration_progress("FSL", maxiter=maxiter, size=n_cells * n_genes) as callback:
+        result = core.fsl(data, b=b, lam=lam, gamma=gamma, n_components=n_components, maxiter=maxiter, tol=tol,
+                          callback=callback)
+    if not result.converged:
+        logg.warning(f"FSL stopped after {maxiter} iterations (tol={tol}); consider a larger maxiter.")
+
+    order = np.argsort(-result.theta, kind="stable")[:n_features]
+    selected = np.zeros(n_genes, dtype=bool)
+    selected[order[result.theta[order] > 0]] = True
+    adata = adata.copy() if copy else adata
+    written = write_result(
+        adata,
+        key,
+        method="fsl",
+        params={
+            "layer": "X" if layer is None else layer,
+            "n_features": n_features,
+            "b": b,
+            "lam": lam,
+            "gamma": gamma,
+            "n_components": n_components,
+            "maxiter": maxiter,
+            "tol": tol,
+            "random_state": random_state,
+        },
+        objective=result.objective,
+        n_iter=result.n_iter,
+        converged=result.converged,
+        uns={"n_weighted": int(np.count_nonzero(result.theta)), "eigenvalues": result.eigenvalues},
+        latent=result.coordinates,
+        connectivities=result.adjacency,
+        var={f"{key}_weight": result.theta, f"{key}_selected": selected},
+    )
+    logg.info(
+        f"    finished ({result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
+        f"{result.adjacency.nnz // 2} edges)",
+        time=start,
+        deep="added\n    " + ", ".join(written),
+    )
+    return adata if copy else None
