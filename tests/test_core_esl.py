@@ -5,8 +5,8 @@ import pytest
 from scipy.spatial import distance
 
 from scskeleton._core import esl as core
-from scskeleton._core.affinities import calibrate_bandwidths, neighbour_table, symmetric_edge_affinities
-from scskeleton._core.graphs import knn_edges
+from scskeleton._core.affinities import calibrate_bandwidths, symmetric_edge_affinities
+from scskeleton._core.graphs import from_edges, knn_edges, neighbour_table
 from scskeleton._core.logdet import MAX_DENSE_POINTS, all_pairs, regularized_laplacian
 from scskeleton.datasets import line_and_circle
 
@@ -35,7 +35,7 @@ def test_bandwidths_reach_the_perplexity_and_follow_eq_1(scale):
 def test_candidate_affinities_are_normalised_over_each_cells_neighbours():
     points = np.random.default_rng(1).normal(size=(80, 3))
     edges = knn_edges(points, 15)
-    table = neighbour_table(edges, 80)
+    table = neighbour_table(from_edges(edges, np.ones(len(edges)), 80))
     for i in (0, 17, 79):
         expected = np.sort(np.concatenate([edges[edges[:, 0] == i, 1], edges[edges[:, 1] == i, 0]]))
         np.testing.assert_array_equal(table[i][table[i] >= 0], expected)

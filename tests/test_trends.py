@@ -157,7 +157,7 @@ def test_same_input_same_result(fitted):
         (dict(segment="0", genes=["gene_0", "no_such_gene"]), KeyError, "no_such_gene"),
         (dict(segment="0", genes=[]), ValueError, "genes is empty"),
         (dict(segment="0", genes=["gene_1", "gene_1"]), ValueError, "more than once"),
-        (dict(segment="0", layer="missing"), KeyError, "No layer"),
+        (dict(segment="0", layer="missing"), KeyError, "missing"),
         (dict(segment="0", df=2.0), ValueError, "df must be > 2"),
         (dict(segment="0", n_knots=1), ValueError, "n_knots"),
         (dict(path=(0, 10_000)), ValueError, "end node must be"),

@@ -19,6 +19,8 @@ import numpy as np
 from scipy import sparse
 from scipy.spatial import distance
 
+from .graphs import from_edges, neighbour_table
+
 #: Entropy tolerance of the bandwidth search, in nats (as in scikit-learn's t-SNE).
 ENTROPY_TOL = 1e-5
 MAX_SEARCH_STEPS = 200
@@ -101,23 +103,6 @@ def calibrate_bandwidths(
     )
 
 
-def neighbour_table(edges: np.ndarray, n_points: int) -> np.ndarray:
-    """N × K table of each point's neighbours on undirected ``edges``, padded with -1.
-
-    K is the largest degree; row i lists its neighbours in increasing order.
-    """
-    rows = np.concatenate([edges[:, 0], edges[:, 1]])
-    cols = np.concatenate([edges[:, 1], edges[:, 0]])
-    order = np.lexsort((cols, rows))
-    rows, cols = rows[order], cols[order]
-    degree = np.bincount(rows, minlength=n_points)
-    starts = np.concatenate([[0], np.cumsum(degree)[:-1]])
-    slot = np.arange(rows.size) - starts[rows]
-    table = np.full((n_points, max(int(degree.max(initial=0)), 1)), -1, dtype=np.intp)
-    table[rows, slot] = cols
-    return table
-
-
 @dataclass(frozen=True)
 class EdgeAffinities:
     """Result of :func:`symmetric_edge_affinities`.
@@ -154,7 +139,7 @@ def symmetric_edge_affinities(
         symmetric = (conditional[heads, tails] + conditional[tails, heads]) / 2.0
         return EdgeAffinities(symmetric=symmetric, bandwidths=result.bandwidths)
 
-    table = neighbour_table(edges, n_points)
+    table = neighbour_table(from_edges(edges, np.ones(edges.shape[0]), n_points))
     present = table >= 0
     neighbours = np.where(present, table, 0)
     diff = points[:, None, :] - points[neighbours]

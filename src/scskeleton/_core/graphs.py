@@ -82,6 +82,17 @@ def degrees(adjacency: sparse.spmatrix) -> np.ndarray:
     return np.asarray((sparse.csr_matrix(adjacency) != 0).sum(axis=1)).ravel().astype(np.intp)
 
 
+def neighbour_table(adjacency: sparse.spmatrix) -> np.ndarray:
+    """K × max_degree table of each node's neighbours (increasing), padded with -1."""
+    adjacency = symmetrize(adjacency)
+    deg = np.diff(adjacency.indptr)
+    table = np.full((adjacency.shape[0], max(int(deg.max(initial=0)), 1)), -1, dtype=np.intp)
+    rows = np.repeat(np.arange(adjacency.shape[0]), deg)
+    slots = np.arange(adjacency.nnz) - np.repeat(adjacency.indptr[:-1], deg)
+    table[rows, slots] = adjacency.indices
+    return table
+
+
 def knn_edges(points: np.ndarray, n_neighbors: int, *, chunk_rows: int = 2048) -> np.ndarray:
     """Undirected edges joining each point to its ``n_neighbors`` nearest others.
 

@@ -17,7 +17,7 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from .assign import CHUNK_ROWS, squared_distances
-from .graphs import degrees, edge_lengths, symmetrize
+from .graphs import degrees, edge_lengths, neighbour_table, symmetrize
 
 
 @dataclass(frozen=True)
@@ -64,17 +64,6 @@ class Topology:
             lonely = {int(seg[0]): i for i, seg in enumerate(self.segments) if seg.size == 1}
             ids[~on_edge] = [lonely[int(k)] for k in projection.edge_start[~on_edge]]
         return ids
-
-
-def neighbour_table(adjacency: sparse.spmatrix) -> np.ndarray:
-    """K × max_degree table of neighbours, padded with -1."""
-    adjacency = symmetrize(adjacency)
-    deg = np.diff(adjacency.indptr)
-    table = np.full((adjacency.shape[0], max(int(deg.max(initial=0)), 1)), -1, dtype=np.intp)
-    rows = np.repeat(np.arange(adjacency.shape[0]), deg)
-    slots = np.arange(adjacency.nnz) - np.repeat(adjacency.indptr[:-1], deg)
-    table[rows, slots] = adjacency.indices
-    return table
 
 
 def project_onto_graph(points: np.ndarray, nodes: np.ndarray, adjacency: sparse.spmatrix) -> GraphProjection:

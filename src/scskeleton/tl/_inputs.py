@@ -44,9 +44,9 @@ def get_representation(adata: AnnData, *, use_rep: str, n_pcs: int | None) -> np
     return as_float_matrix(values, where)
 
 
-def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
-    """The cells × genes matrix ``adata.X`` (``layer=None``) or ``adata.layers[layer]``
-    as dense, finite float64, for tools that weight the genes themselves."""
+def get_expression(adata: AnnData, *, layer: str | None):
+    """The cells × genes matrix ``adata.X`` (``layer=None``) or ``adata.layers[layer]``,
+    as stored (dense or sparse, not copied), and where it was found, for messages."""
     if not isinstance(adata, AnnData):
         raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
     if layer is None:
@@ -58,6 +58,17 @@ def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
                        f"{sorted(adata.layers.keys())}.")
     else:
         values, where = adata.layers[layer], f"adata.layers[{layer!r}]"
+    if not (sparse.issparse(values) or isinstance(values, np.ndarray)):
+        raise TypeError(f"{where} must be a numpy array or a scipy sparse matrix; got {type(values).__name__} "
+                        "(load backed data into memory first).")
+    if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
+        raise ValueError(f"{where} must be numeric; got dtype {values.dtype}.")
+    return values, where
+
+
+def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
+    """:func:`get_expression` as dense, finite float64, for tools that weight the genes themselves."""
+    values, where = get_expression(adata, layer=layer)
     if sparse.issparse(values):
         values = values.toarray()
     return as_float_matrix(np.asarray(values), where)

@@ -9,12 +9,11 @@ import numpy as np
 import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
-from scipy import sparse
 
 from .._core import trajectory as trajectory_core
 from .._core import trends as core
 from .._schema import pseudotime_key, read_graph, segment_key
-from ._inputs import check_key
+from ._inputs import check_key, get_expression
 from ._results import plain_params
 from ._trajectory import _path_end
 from ._trajectory import path as path_cells
@@ -365,21 +364,7 @@ branch_test.__doc__ = branch_test.__doc__.replace("{model}", _MODEL)
 
 def _expression(adata: AnnData, layer: str | None):
     """The cells × genes matrix to fit (not copied) and its name for ``params``."""
-    if not isinstance(adata, AnnData):
-        raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
-    if layer is None:
-        matrix, where = adata.X, "adata.X"
-        if matrix is None:
-            raise KeyError("adata.X is empty; pass layer=<a key of adata.layers>.")
-    else:
-        if layer not in adata.layers:
-            raise KeyError(f"No layer {layer!r} in adata.layers; layers: {list(adata.layers.keys())}.")
-        matrix, where = adata.layers[layer], f"adata.layers[{layer!r}]"
-    if not (sparse.issparse(matrix) or isinstance(matrix, np.ndarray)):
-        raise TypeError(f"{where} must be a numpy array or a scipy sparse matrix; got {type(matrix).__name__} "
-                        "(load backed data into memory first).")
-    if not (np.issubdtype(matrix.dtype, np.number) or matrix.dtype == bool):
-        raise ValueError(f"{where} must be numeric; got dtype {matrix.dtype}.")
+    matrix, _ = get_expression(adata, layer=layer)
     return matrix, MAIN_MATRIX if layer is None else layer
 
 
