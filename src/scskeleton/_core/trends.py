@@ -268,9 +268,9 @@ def _theta_for_df(eigen: _Eigen, df: float, what: str) -> float:
     most, least = float(eigen.edf(low)), float(eigen.edf(high))
     if not least < df < most:
         raise ValueError(
-            f"{what} supports between {least:.3f} and {most:.3f} effective degrees of freedom, and df={df:g} "
-            "is outside: it has too few cells, or too few distinct pseudotimes, for this df. Lower df (or "
-            "n_knots), or use more cells."
+            f"{what}: its cells support between {least:.3f} and {most:.3f} effective degrees of freedom, and "
+            f"df={df:g} is outside. Too few cells, or cells covering only part of the knots (a branch that "
+            "ends early): lower df, or raise n_knots so that more knots fall within its pseudotime range."
         )
     return float(np.exp(optimize.brentq(
         lambda log_theta: float(eigen.edf(np.exp(log_theta))) - df, np.log(low), np.log(high), xtol=1e-10

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from anndata import AnnData
+from matplotlib import patheffects
 from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
@@ -280,6 +281,8 @@ def path(
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
         lines = LineCollection(np.stack([nodes[edges[:, 0]], nodes[edges[:, 1]]], axis=1), colors=[colour],
                                linewidths=path_width, zorder=4.5, capstyle="round")  # over nodes, under markers
+        # a dark outline keeps the path visible over cells drawn in the same colour
+        lines.set_path_effects([patheffects.Stroke(linewidth=path_width + 2.0, foreground="black"), patheffects.Normal()])
         lines.set_gid(PATH_GID)
         ax.add_collection(lines)
         handles.append(Line2D([], [], color=colour, linewidth=path_width,
