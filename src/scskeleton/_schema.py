@@ -66,25 +66,55 @@ class StoredGraph:
 
 
 def read_graph(adata: AnnData, key: str) -> StoredGraph:
-    """Read the graph stored under ``adata.uns[key]``; KeyError if absent."""
+    """Read the graph stored under ``adata.uns[key]``; KeyError if absent.
+
+    Node-graph learners (DDRTree, RPG) store ``nodes``, ``adjacency`` and
+    ``space`` in ``uns[key]``. Cell-level learners (MPME, SPL, ESL, FSL)
+    store a graph over the cells instead: its nodes are the cells at their
+    embedding ``obsm[f"X_{key}"]`` and its adjacency is
+    ``obsp[f"{key}_connectivities"]``, so trajectories can be read off it the
+    same way (each cell is its own node).
+    """
     if key not in adata.uns:
         raise KeyError(
             f"No graph under adata.uns[{key!r}]. Fit one first, e.g. sks.tl.ddrtree(adata) "
             f"(or pass the key_added you used). Keys in .uns: {sorted(adata.uns)}."
         )
     entry = adata.uns[key]
-    missing = [field for field in ("nodes", "adjacency", "space") if field not in entry]
-    if missing:
-        raise KeyError(f"adata.uns[{key!r}] is not a scskeleton graph: it lacks {missing}.")
     root = entry.get("root")
-    return StoredGraph(
+    common = dict(
         key=key,
         method=str(entry.get("method", "")),
-        nodes=np.asarray(entry["nodes"], dtype=float),
-        adjacency=sparse.csr_matrix(entry["adjacency"]),
-        space=str(entry["space"]),
         objective=np.asarray(entry.get("objective", []), dtype=float),
         roots=np.empty(0, dtype=np.intp) if root is None else np.atleast_1d(np.asarray(root, dtype=np.intp)),
+    )
+    if all(field in entry for field in ("nodes", "adjacency", "space")):
+        return StoredGraph(
+            nodes=np.asarray(entry["nodes"], dtype=float),
+            adjacency=sparse.csr_matrix(entry["adjacency"]),
+            space=str(entry["space"]),
+            **common,
+        )
+    if is_cell_graph(adata, key):
+        return StoredGraph(
+            nodes=np.asarray(adata.obsm[latent_key(key)], dtype=float),
+            adjacency=sparse.csr_matrix(adata.obsp[connectivities_key(key)]),
+            space=latent_key(key),
+            **common,
+        )
+    raise KeyError(
+        f"adata.uns[{key!r}] is not a scskeleton graph: it has neither nodes/adjacency/space nor "
+        f"adata.obsm[{latent_key(key)!r}] with adata.obsp[{connectivities_key(key)!r}]."
+    )
+
+
+def is_cell_graph(adata: AnnData, key: str) -> bool:
+    """Whether ``key`` is a cell-level learner: a learned cell graph and an embedding, no node graph."""
+    entry = adata.uns.get(key, {})
+    return (
+        "nodes" not in entry
+        and connectivities_key(key) in adata.obsp
+        and latent_key(key) in adata.obsm
     )
 
 
@@ -105,8 +135,14 @@ def cell_coordinates(adata: AnnData, graph: StoredGraph) -> np.ndarray:
 
 
 def cell_assignment(adata: AnnData, key: str) -> sparse.csr_matrix:
-    """The N × K soft assignment written by a graph learner, as CSR."""
+    """The N × K soft assignment written by a graph learner, as CSR.
+
+    For a cell-level learner (see :func:`read_graph`) every cell is its own
+    node: the identity.
+    """
     name = assignment_key(key)
+    if name not in adata.obsm and is_cell_graph(adata, key):
+        return sparse.identity(adata.n_obs, format="csr")
     if name not in adata.obsm:
         raise KeyError(f"adata.obsm[{name!r}] is missing; refit the graph {key!r} on this AnnData.")
     return sparse.csr_matrix(adata.obsm[name])

@@ -320,7 +320,10 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
     share = np.divide(group_mass, total_mass, out=np.zeros_like(group_mass), where=total_mass > 0)
     reached = members[(degrees(adjacency)[members] == 1) & (share[members] >= 0.5)]
     candidates = reached if reached.size else members
-    score = geodesic_from(adjacency, nodes, candidates)[:, members] @ group_mass[members]
+    # distances are symmetric: search from the nodes the group occupies, usually far fewer
+    # than the candidates when every cell is a node (cell-level graphs)
+    occupied = members[group_mass[members] > 0]
+    score = group_mass[occupied] @ geodesic_from(adjacency, nodes, occupied)[:, candidates]
     return int(candidates[np.argmin(score)])
 
 

@@ -144,7 +144,7 @@ def convergence(
     return_fig: bool = False,
     log: bool = False,
 ) -> Figure | Axes | None:
-    """Objective value per iteration of the solver that fitted the graph.
+    """Objective value per iteration of the solver behind ``adata.uns[key]`` (any scskeleton learner).
 
     Parameters
     ----------
@@ -168,10 +168,15 @@ def convergence(
     The Figure when ``return_fig=True``, else the Axes when ``show=False``,
     else ``None``.
     """
-    graph = read_graph(adata, key)
-    objective = graph.objective.ravel()
+    if key not in adata.uns or "objective" not in adata.uns[key]:
+        raise KeyError(
+            f"adata.uns[{key!r}] stores no objective; fit a scskeleton learner first (or pass the key_added "
+            "you used)."
+        )
+    entry = adata.uns[key]
+    objective = np.asarray(entry["objective"], dtype=float).ravel()
     if objective.size == 0:
-        raise KeyError(f"adata.uns[{key!r}] stores no objective; refit the graph with a scskeleton learner.")
+        raise KeyError(f"adata.uns[{key!r}] stores no objective; refit with a scskeleton learner.")
     if log and not np.all(objective[np.isfinite(objective)] > 0):
         raise ValueError("log=True needs a positive objective; this one has values ≤ 0. Use log=False.")
 
@@ -183,12 +188,12 @@ def convergence(
     ax.set_xlabel("iteration")
     ax.set_ylabel("objective")
     ax.xaxis.get_major_locator().set_params(integer=True)  # iterations are whole numbers
-    entry = adata.uns[key]
+    method = str(entry.get("method", "")) or key
     if "converged" in entry:
         state = "converged" if bool(entry["converged"]) else "not converged"
-        ax.set_title(f"{graph.method or key}: {state} after {objective.size} iterations")
+        ax.set_title(f"{method}: {state} after {objective.size} iterations")
     else:
-        ax.set_title(f"{graph.method or key}: {objective.size} iterations")
+        ax.set_title(f"{method}: {objective.size} iterations")
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 

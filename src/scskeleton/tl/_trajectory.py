@@ -60,6 +60,9 @@ def root(
         Annotated data matrix with a graph fitted, e.g. by ``tl.ddrtree``.
     key
         Key of the graph (``key_added`` of the learner), e.g. ``"ddrtree"``.
+        Node graphs (``tl.ddrtree``, ``tl.rpg``, ``tl.rpg_l1``) and the cell
+        graphs of ``tl.mpme``, ``tl.spl``, ``tl.esl`` and ``tl.fsl`` (every
+        cell is a node, at its embedding ``obsm[f"X_{key}"]``) both work.
     node
         Use this node index as the root, as given (leaf or not), or a list of
         node indices, at most one per connected component.
