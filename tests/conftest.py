@@ -1,11 +1,25 @@
 import matplotlib
 import pytest
 import scanpy as sc
+from threadpoolctl import threadpool_limits
 
 import scskeleton as sks
 
 matplotlib.use("Agg")
 sc.settings.verbosity = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_blas_thread():
+    """One BLAS thread for the whole suite.
+
+    The solvers make many small BLAS calls. On a shared machine (CI, a laptop
+    running other work) a multi-threaded BLAS then waits for its threads to be
+    scheduled at every call, which made parts of the suite 10–50× slower here.
+    Results are the same; only the thread count differs.
+    """
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -3,21 +3,12 @@
 import numpy as np
 import pytest
 from scipy import linalg
-from threadpoolctl import threadpool_limits
 
 import scskeleton as sks
 from scskeleton._core.embed import kernel_pca
 from scskeleton._core.graphs import knn_edges
 from scskeleton._core.logdet import all_pairs, regularized_laplacian
 from scskeleton._core.mpme import default_phi_scale, mpme, mpme_objective, pair_distances
-
-
-@pytest.fixture(autouse=True, scope="module")
-def single_blas_thread():
-    """The solvers make many small BLAS calls; on a busy 2-core machine a threaded BLAS
-    oversubscribes the cores and runs them 10–100× slower. One thread is enough here."""
-    with threadpool_limits(1, user_api="blas"):
-        yield
 
 
 def _distorted_s(n=100):

@@ -10,20 +10,11 @@ from sklearn.datasets import load_iris
 from sklearn.decomposition import PCA
 from sklearn.model_selection import LeaveOneOut, cross_val_score
 from sklearn.neighbors import KNeighborsClassifier
-from threadpoolctl import threadpool_limits
 
 import scskeleton as sks
 from scskeleton.pl._cell_graph import CELL_EDGES_GID
 
 METHODS = ("mpme", "spl")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def single_blas_thread():
-    """The solvers make many small BLAS calls; on a busy 2-core machine a threaded BLAS
-    oversubscribes the cores and runs them 10–100× slower. One thread is enough here."""
-    with threadpool_limits(1, user_api="blas"):
-        yield
 
 
 def circular_rank_correlation(angle: np.ndarray, embedding: np.ndarray) -> float:
