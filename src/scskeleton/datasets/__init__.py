@@ -3,6 +3,7 @@
 from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch
 from ._expression import branching_expression
+from ._manifolds import sine_surface, swiss_roll
 from ._shapes import circle, distorted_s, moons, spiral, three_clusters
 from ._structures import blobs, line_and_circle, noisy_moons
 
@@ -10,6 +11,15 @@ __all__ = [
     "blobs",
     "branching",
     "branching_expression",
-    "circle", "distorted_s", "krumsiek11", "line_and_circle", "moons", "noisy_moons", "spiral", "three_clusters",
+    "circle",
+    "distorted_s",
+    "krumsiek11",
+    "line_and_circle",
+    "moons",
+    "noisy_moons",
+    "sine_surface",
+    "spiral",
+    "swiss_roll",
+    "three_clusters",
     "toggleswitch",
 ]

@@ -1,5 +1,6 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
+from ._convex_embedding import convex_embedding
 from ._ddrtree import ddrtree
 from ._esl import esl
 from ._fsl import fsl
@@ -9,4 +10,18 @@ from ._spl import spl
 from ._trajectory import path, pseudotime, root
 from ._trends import branch_test, trends
 
-__all__ = ["branch_test", "ddrtree", "esl", "fsl", "mpme", "path", "pseudotime", "root", "rpg", "rpg_l1", "spl", "trends"]
+__all__ = [
+    "branch_test",
+    "convex_embedding",
+    "ddrtree",
+    "esl",
+    "fsl",
+    "mpme",
+    "path",
+    "pseudotime",
+    "root",
+    "rpg",
+    "rpg_l1",
+    "spl",
+    "trends",
+]

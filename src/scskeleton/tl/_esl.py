@@ -11,6 +11,7 @@ from .._core import esl as core
 from .._schema import component_key
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import iteration_progress
+from ._threads import dense_solver_threads
 from ._results import write_result
 
 
@@ -131,7 +132,10 @@ def esl(
                               n_neighbors=n_neighbors)
 
     start = logg.info(f"computing ESL on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with iteration_progress("ESL", maxiter=maxiter, size=n_cells * n_cells) as callback:
+    with (
+        iteration_progress("ESL", maxiter=maxiter, size=n_cells * n_cells) as callback,
+        dense_solver_threads(n_cells),
+    ):
         result = core.esl(
             data,
             n_components=n_components,

@@ -10,6 +10,7 @@ from .._core import fsl as core
 from .._core.validation import check_integer
 from ._inputs import check_key, check_random_state, get_features
 from ._progress import iteration_progress
+from ._threads import dense_solver_threads
 from ._results import write_result
 
 
@@ -134,7 +135,10 @@ def fsl(
 
     where = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
     start = logg.info(f"computing FSL on {where} ({n_cells} cells × {n_genes} genes)")
-    with iteration_progress("FSL", maxiter=maxiter, size=n_cells * n_genes) as callback:
+    with (
+        iteration_progress("FSL", maxiter=maxiter, size=n_cells * n_genes) as callback,
+        dense_solver_threads(n_cells),
+    ):
         result = core.fsl(data, b=b, lam=lam, gamma=gamma, n_components=n_components, maxiter=maxiter, tol=tol,
                           callback=callback)
     if not result.converged:

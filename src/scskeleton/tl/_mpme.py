@@ -9,6 +9,7 @@ from scanpy import logging as logg
 from .._core import mpme as core
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import iteration_progress
+from ._threads import dense_solver_threads
 from ._results import write_result
 
 
@@ -144,7 +145,10 @@ def mpme(
     n_cells = data.shape[0]
 
     start = logg.info(f"computing MPME on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with iteration_progress("MPME", maxiter=maxiter, size=n_cells * n_cells) as callback:
+    with (
+        iteration_progress("MPME", maxiter=maxiter, size=n_cells * n_cells) as callback,
+        dense_solver_threads(n_cells),
+    ):
         result = core.mpme(
             data,
             n_components=n_components,

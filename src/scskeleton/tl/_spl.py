@@ -8,6 +8,7 @@ from scanpy import logging as logg
 from .._core import spl as core
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import iteration_progress
+from ._threads import dense_solver_threads
 from ._results import write_result
 
 
@@ -130,7 +131,10 @@ def spl(
     n_cells = data.shape[0]
 
     start = logg.info(f"computing SPL on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with iteration_progress("SPL", maxiter=maxiter, size=n_cells * n_cells) as callback:
+    with (
+        iteration_progress("SPL", maxiter=maxiter, size=n_cells * n_cells) as callback,
+        dense_solver_threads(n_cells),
+    ):
         result = core.spl(
             data,
             n_components=n_components,

@@ -1,0 +1,419 @@
+"""Convex embedding core: maps (1)–(4), losses, regularizers, bounds of §5, the solver."""
+
+import numpy as np
+import pytest
+from scipy import optimize
+
+from scskeleton._core import regularized as core
+from scskeleton._core.losses import LOSSES, build_loss
+from scskeleton._core.regularizers import (
+    REGULARIZERS,
+    BiconjugateRegularizer,
+    CompletedSquareRegularizer,
+    PartitionedRegularizer,
+    biconjugate_dual,
+    biconjugate_dual_objective,
+    build_regularizer,
+    capped_simplex_projection,
+)
+
+ALPHA, BETA = 1.0, 0.1
+CONVEX_REGULARIZERS = sorted(name for name, cls in REGULARIZERS.items() if cls.convex)
+
+
+def _points(n=12, dims=3, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, dims))
+
+
+def _psd(n, seed, scale=1.0, rank=None):
+    rng = np.random.default_rng(seed)
+    factor = rng.normal(size=(n, rank or n))
+    return scale * factor @ factor.T / n
+
+
+def _symmetric(n, seed):
+    rng = np.random.default_rng(seed)
+    matrix = rng.normal(size=(n, n))
+    return (matrix + matrix.T) / 2
+
+
+def _loss(name, points):
+    target = core.distances_from_data(points)
+    return build_loss(name, target, points=points, n_neighbors=4, sigma=2.0)
+
+
+# --- maps (1)–(4) ---------------------------------------------------------------------------
+
+
+def test_maps_between_data_kernels_and_distances():
+    points = _points()
+    n = points.shape[0]
+    H = np.eye(n) - np.ones((n, n)) / n
+    distances = core.distances_from_data(points)
+    np.testing.assert_allclose(distances, core.distances_from_kernel(core.kernel_from_data(points)), atol=1e-12)
+    # Proposition 1: D(K(D)) = D and K(D(K)) = HKH
+    np.testing.assert_allclose(core.distances_from_kernel(core.kernel_from_distances(distances)), distances, atol=1e-10)
+    kernel = _psd(n, 1)
+    np.testing.assert_allclose(core.kernel_from_distances(core.distances_from_kernel(kernel)), H @ kernel @ H, atol=1e-12)
+    centred = H @ kernel @ H
+    assert np.isclose(np.trace(centred), core.distances_from_kernel(centred).sum() / (2 * n))
+
+
+def test_adjoint_of_the_distance_map():
+    kernel, gradient = _symmetric(9, 2), np.random.default_rng(3).normal(size=(9, 9))  # G need not be symmetric
+    lhs = np.vdot(gradient, core.distances_from_kernel(kernel))
+    assert np.isclose(lhs, np.vdot(core.distances_adjoint(gradient), kernel))
+    np.testing.assert_allclose(core.distances_adjoint(gradient + gradient.T).sum(axis=1), 0.0, atol=1e-12)
+
+
+# --- losses ---------------------------------------------------------------------------------
+
+
+def _near_target(loss, seed):
+    """A positive symmetric D̂ with zero diagonal near (but not at) the target."""
+    rng = np.random.default_rng(seed)
+    noise = rng.uniform(0.5, 1.5, size=loss.target.shape)
+    dhat = loss.target * (noise + noise.T) / 2 + 0.1
+    np.fill_diagonal(dhat, 0.0)
+    return dhat
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_loss_gradient_matches_finite_differences(name):
+    loss = _loss(name, _points())
+    dhat = _near_target(loss, 1)
+    direction = np.random.default_rng(2).normal(size=dhat.shape)
+    step = 1e-6
+    numeric = (loss.value(dhat + step * direction) - loss.value(dhat - step * direction)) / (2 * step)
+    assert np.isclose(np.vdot(loss.gradient(dhat), direction), numeric, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_loss_gradient_chained_through_the_kernel(name):
+    """∇_K L(D(K)) = D*(∇_D̂ L), checked by central differences on K."""
+    points = _points()
+    loss = _loss(name, points)
+    kernel = core.kernel_from_distances(loss.target) + 0.05 * _psd(points.shape[0], 4)
+    direction = _symmetric(points.shape[0], 5)
+    gradient = core.distances_adjoint(loss.gradient(core.distances_from_kernel(kernel)))
+    step = 1e-6
+    plus = loss.value(core.distances_from_kernel(kernel + step * direction))
+    minus = loss.value(core.distances_from_kernel(kernel - step * direction))
+    assert np.isclose(np.vdot(gradient, direction), (plus - minus) / (2 * step), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_losses_are_convex_in_dhat(name):
+    loss = _loss(name, _points())
+    for seed in range(10):
+        first, second = _near_target(loss, 10 + seed), _near_target(loss, 30 + seed)
+        middle = loss.value((first + second) / 2)
+        assert middle <= (loss.value(first) + loss.value(second)) / 2 + 1e-10
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_losses_vanish_at_the_target(name):
+    loss = _loss(name, _points())
+    assert abs(loss.value(loss.target)) < 1e-10
+    assert loss.value(_near_target(loss, 7)) > 0
+
+
+def test_mvu_loss_counts_only_neighbour_pairs():
+    points = _points(20)
+    loss = _loss("mvu", points)
+    far = core.distances_from_data(points)
+    mask = np.zeros_like(far, dtype=bool)
+    mask[loss.edges[:, 0], loss.edges[:, 1]] = mask[loss.edges[:, 1], loss.edges[:, 0]] = True
+    moved = far + 3.0 * ~mask  # change only non-neighbour pairs
+    np.fill_diagonal(moved, 0.0)
+    assert loss.value(moved) == 0.0
+    assert loss.value(far + 1.0 * mask) == pytest.approx(mask.sum())
+
+
+def test_mvu_loss_rejects_a_disconnected_neighbourhood():
+    points = np.vstack([_points(10), _points(10) + 100.0])
+    with pytest.raises(ValueError, match="2 connected components"):
+        _loss("mvu", points)
+
+
+def test_unknown_loss_lists_the_valid_names():
+    with pytest.raises(ValueError, match="exp_bregman"):
+        build_loss("tsne", np.zeros((3, 3)), points=np.zeros((3, 1)), n_neighbors=1, sigma=1.0)
+
+
+# --- regularizers ---------------------------------------------------------------------------
+
+
+def _regularizer(name, gamma=1e-2, d=2):
+    return build_regularizer(name, d, alpha=ALPHA, beta=BETA, gamma=gamma)
+
+
+@pytest.mark.parametrize("gamma", [1e-2, 1.0])
+@pytest.mark.parametrize("name", sorted(REGULARIZERS))
+def test_regularizer_gradient_matches_finite_differences(name, gamma):
+    """At PD matrices with distinct eigenvalues every regularizer is differentiable."""
+    for seed, scale in [(0, 1.0), (1, 30.0), (2, 300.0)]:  # pooled and unpooled regimes of (52)
+        regularizer = _regularizer(name, gamma)
+        kernel = _psd(8, seed, scale) + 0.1 * np.eye(8)
+        direction = _symmetric(8, 10 + seed)
+        step = 1e-6 * max(scale, 1.0)
+        numeric = (regularizer.value(kernel + step * direction) - regularizer.value(kernel - step * direction)) / (2 * step)
+        assert np.isclose(np.vdot(regularizer.gradient(kernel), direction), numeric, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["partitioned", "completed_square", "biconjugate"])
+def test_spectral_gradients_need_only_the_top_eigenvectors(name):
+    """The gradient from the top ``vectors_needed`` eigenvectors equals Q diag(·) Qᵀ from all of them."""
+    from scskeleton._core.regularizers import descending_eigh
+
+    for seed, scale, gamma in [(0, 1.0, 1e-2), (1, 30.0, 1e-2), (2, 3000.0, 1e-3), (3, 0.01, 1.0)]:
+        regularizer = _regularizer(name, gamma)
+        kernel = _psd(40, seed, scale, rank=5)
+        values, vectors = descending_eigh(kernel)
+        needed = regularizer.vectors_needed(values)
+        assert needed <= 6
+        full = regularizer.gradient_from_eigh(kernel, values, vectors)
+        partial = regularizer.gradient_from_eigh(kernel, values, vectors[:, :needed])
+        np.testing.assert_allclose(partial, full, atol=1e-10 * max(1.0, np.abs(full).max()))
+        if name != "partitioned":  # Q diag(z) Qᵀ resp. βI + γK̃ - (α+β)P* written out
+            if name == "biconjugate":
+                expected = (vectors * regularizer.dual(values)) @ vectors.T
+            else:
+                weights = regularizer.projector_weights(values)
+                expected = BETA * np.eye(40) + gamma * kernel - (ALPHA + BETA) * (vectors * weights) @ vectors.T
+            np.testing.assert_allclose(full, expected, atol=1e-9 * max(1.0, np.abs(expected).max()))
+        if needed:
+            with pytest.raises(ValueError, match="eigenvectors"):
+                regularizer.gradient_from_eigh(kernel, values, vectors[:, : needed - 1])
+
+
+@pytest.mark.parametrize("name", CONVEX_REGULARIZERS)
+def test_convex_regularizers_pass_the_midpoint_inequality(name):
+    regularizer = _regularizer(name, gamma=0.05)
+    for seed in range(15):
+        first, second = _psd(7, seed, scale=20.0, rank=3), _psd(7, 100 + seed, scale=20.0, rank=2)
+        middle = regularizer.value((first + second) / 2)
+        assert middle <= (regularizer.value(first) + regularizer.value(second)) / 2 + 1e-9
+
+
+def test_partitioned_regularizer_is_not_convex():
+    assert CONVEX_REGULARIZERS == ["biconjugate", "completed_square", "neg_trace", "trace"]
+    regularizer = _regularizer("partitioned", gamma=1e-3, d=1)
+    first, second = np.diag([1.0, 0.0, 0.0]), np.diag([0.0, 1.0, 0.0])
+    assert regularizer.value((first + second) / 2) > (regularizer.value(first) + regularizer.value(second)) / 2
+
+
+def test_trace_regularizers():
+    kernel = _psd(6, 3)
+    assert np.isclose(_regularizer("trace").value(kernel), BETA * np.trace(kernel))
+    assert np.isclose(_regularizer("neg_trace").value(kernel), -ALPHA * np.trace(kernel))
+
+
+@pytest.mark.parametrize("gamma", [1e-3, 0.1, 2.0])
+def test_bounds_of_section_5(gamma):
+    """R6 - d(α+β)²/(2γ) ≤ R5 ≤ R6 (§5.1) and R7 = R5** ≤ R5 (§5.2) on random PSD matrices."""
+    d = 2
+    partitioned = PartitionedRegularizer(d, alpha=ALPHA, beta=BETA, gamma=gamma)
+    square = CompletedSquareRegularizer(d, alpha=ALPHA, beta=BETA, gamma=gamma)
+    biconjugate = BiconjugateRegularizer(d, alpha=ALPHA, beta=BETA, gamma=gamma)
+    slack = d * (ALPHA + BETA) ** 2 / (2 * gamma)
+    for seed in range(20):
+        kernel = _psd(9, seed, scale=10.0 ** (seed % 5 - 1), rank=1 + seed % 9)
+        r5, r6, r7 = partitioned.value(kernel), square.value(kernel), biconjugate.value(kernel)
+        tolerance = 1e-9 * max(1.0, abs(r5))
+        assert r6 - slack - tolerance <= r5 <= r6 + tolerance
+        assert r7 <= r5 + tolerance
+
+
+def test_biconjugate_equals_partitioned_beyond_the_eigengap():
+    """Where u_d - u_{d+1} ≥ (α+β)/γ the order constraint of (50) is inactive and R7 = R5."""
+    gamma = 0.01
+    vectors = np.linalg.qr(np.random.default_rng(0).normal(size=(6, 6)))[0]
+    kernel = (vectors * np.array([400.0, 300.0, 50.0, 2.0, 1.0, 0.0])) @ vectors.T
+    partitioned = PartitionedRegularizer(2, alpha=ALPHA, beta=BETA, gamma=gamma)
+    biconjugate = BiconjugateRegularizer(2, alpha=ALPHA, beta=BETA, gamma=gamma)
+    assert biconjugate.value(kernel) == pytest.approx(partitioned.value(kernel), rel=1e-12)
+    # inside the gap, the relaxation is strictly below
+    kernel = (vectors * np.array([60.0, 50.0, 40.0, 2.0, 1.0, 0.0])) @ vectors.T
+    assert biconjugate.value(kernel) < partitioned.value(kernel) - 1e-3
+
+
+@pytest.mark.parametrize("d, limit", [(2, "neg_trace"), (0, "trace")])
+def test_biconjugate_tends_to_a_trace_regularizer_as_gamma_vanishes(d, limit):
+    """Statement after Theorem 1: for γ → 0, R7 → (17) -α tr K̃ if d > 0 and (16) β tr K̃ if d = 0."""
+    kernel = _psd(7, 4, scale=3.0)
+    reference = build_regularizer(limit, d, alpha=ALPHA, beta=BETA, gamma=0.0).value(kernel)
+    gaps = [abs(BiconjugateRegularizer(d, alpha=ALPHA, beta=BETA, gamma=g).value(kernel) - reference)
+            for g in (1e-2, 1e-4, 1e-6)]
+    assert gaps[0] > 50 * gaps[1] > 2500 * gaps[2]  # the gap shrinks like γ
+    assert gaps[2] < 1e-4 * abs(reference)
+
+
+def test_biconjugate_dual_matches_a_generic_constrained_solver():
+    """(50)–(52) against SLSQP on the ordered problem (50), several random small inputs."""
+    rng = np.random.default_rng(5)
+    for trial in range(25):
+        size = int(rng.integers(3, 8))
+        d = int(rng.integers(1, size))
+        alpha, beta, gamma = rng.uniform(0.1, 2.0), rng.uniform(0.01, 1.0), 10 ** rng.uniform(-2, 0.5)
+        values = np.sort(rng.exponential(size=size) * rng.choice([0.1, 1.0, 5.0]))[::-1]
+        if trial % 3 == 0:
+            values[-2:] = 0.0  # rank-deficient, as K̃ usually is
+        z = biconjugate_dual(values, d, alpha, beta, gamma)
+        assert np.all(np.diff(z) <= 1e-12)
+
+        def objective(candidate):
+            return biconjugate_dual_objective(candidate, values, d, alpha, beta, gamma)
+
+        order = [{"type": "ineq", "fun": lambda c, i=i: c[i] - c[i + 1]} for i in range(size - 1)]
+        best = min(
+            (optimize.minimize(objective, np.sort(rng.normal(size=size) * 3)[::-1], method="SLSQP",
+                               constraints=order, options={"ftol": 1e-14, "maxiter": 500})
+             for _ in range(4)),
+            key=lambda result: result.fun,
+        )
+        assert objective(z) <= best.fun + 1e-8
+
+
+def test_completed_square_minimises_over_the_fantope():
+    """R6 takes the minimum over P ∈ 𝒫 (20): no random feasible P does better."""
+    rng = np.random.default_rng(6)
+    d, gamma = 2, 0.05
+    regularizer = CompletedSquareRegularizer(d, alpha=ALPHA, beta=BETA, gamma=gamma)
+    kernel = _psd(6, 7, scale=20.0)
+    scale = (ALPHA + BETA) / gamma
+
+    def at(projector):
+        return BETA * np.trace(kernel) + gamma / 2 * np.sum((kernel - scale * projector) ** 2)
+
+    for _ in range(200):
+        basis = np.linalg.qr(rng.normal(size=(6, 6)))[0]
+        weights = capped_simplex_projection(rng.uniform(-1, 2, size=6), d)
+        assert regularizer.value(kernel) <= at((basis * weights) @ basis.T) + 1e-9
+
+
+def test_capped_simplex_projection_is_the_euclidean_projection():
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        values = rng.normal(size=7) * 2
+        total = float(rng.integers(1, 6))
+        projected = capped_simplex_projection(values, total)
+        assert np.isclose(projected.sum(), total) and projected.min() >= 0 and projected.max() <= 1
+        brute = optimize.minimize(
+            lambda p: np.sum((p - values) ** 2), np.full(7, total / 7), method="SLSQP",
+            bounds=[(0, 1)] * 7, constraints=[{"type": "eq", "fun": lambda p: p.sum() - total}],
+            options={"ftol": 1e-14},
+        )
+        np.testing.assert_allclose(projected, brute.x, atol=1e-6)
+
+
+def test_unknown_regularizer_lists_the_valid_names():
+    with pytest.raises(ValueError, match="biconjugate"):
+        build_regularizer("nuclear", 2, alpha=1.0, beta=0.1, gamma=1e-3)
+    with pytest.raises(ValueError, match="gamma > 0"):
+        build_regularizer("biconjugate", 2, alpha=1.0, beta=0.1, gamma=0.0)
+
+
+# --- projection and solver ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rank_hint", [None, 1])
+def test_projection_onto_centred_psd_matrices(rank_hint):
+    rng = np.random.default_rng(9)
+    matrix = _symmetric(10, 11) * 3
+    projected = core.project_centered_psd(matrix, rank_hint=rank_hint)
+    kernel = projected.kernel
+    np.testing.assert_allclose(kernel.sum(axis=1), 0.0, atol=1e-10)
+    assert np.linalg.eigvalsh(kernel).min() > -1e-10
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(kernel))[::-1], projected.values, atol=1e-10)
+    H = np.eye(10) - 1 / 10
+    for _ in range(100):  # the variational inequality ⟨A - Π(A), F - Π(A)⟩ ≤ 0 for feasible F
+        feasible = H @ _psd(10, int(rng.integers(1e6)), rank=int(rng.integers(1, 10))) @ H
+        assert np.vdot(matrix - kernel, feasible - kernel) <= 1e-9
+
+
+def test_solver_reaches_the_closed_form_of_kpca_with_the_trace_regularizer():
+    """L₁ (22) with R₂ (16): 4||K̃ - K||² + β tr K̃ is minimised by soft-thresholding the
+    eigenvalues of the data kernel K = -½HDH at β/8."""
+    points = _points(15, 4, seed=3)
+    beta = 8.0 * np.sort(np.linalg.eigvalsh(core.kernel_from_distances(core.distances_from_data(points))))[-3]
+    result = core.convex_embedding(points, loss="kpca", regularizer="trace", beta=beta, n_components=2,
+                                   maxiter=500, tol=1e-12)
+    data_kernel = core.kernel_from_distances(core.distances_from_data(points))
+    values, vectors = np.linalg.eigh(data_kernel)
+    expected = (vectors * np.maximum(values - beta / 8, 0.0)) @ vectors.T
+    np.testing.assert_allclose(result.kernel, expected, atol=1e-6 * np.abs(expected).max())
+    assert np.count_nonzero(result.eigenvalues > 1e-8) == 2
+
+
+@pytest.mark.parametrize("regularizer", sorted(REGULARIZERS))
+def test_objective_never_increases(regularizer):
+    points = _points(30, 3, seed=4) * 3
+    result = core.convex_embedding(points, loss="mvu", regularizer=regularizer, n_neighbors=6, maxiter=60, gamma=0.01)
+    assert np.all(np.diff(result.objective) <= 1e-9 * np.abs(result.objective).max())
+    assert result.embedding.shape == (30, 2) and result.eigenvalues.shape == (30,)
+    np.testing.assert_allclose(result.kernel.sum(axis=1), 0.0, atol=1e-8 * np.abs(result.kernel).max())
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+def test_solution_is_a_fixed_point_of_the_projected_gradient_step(loss):
+    """At a minimiser of a convex problem, K̃ = Π(K̃ - ∇F(K̃)/ℓ) for any ℓ > 0."""
+    points = _points(14, 3, seed=6) * 3
+    result = core.convex_embedding(points, loss=loss, regularizer="biconjugate", n_neighbors=9, sigma=4.0,
+                                   gamma=0.05, maxiter=3000, tol=1e-13)
+    target = core.distances_from_data(points)
+    objective = core._Objective(build_loss(loss, target, points=points, n_neighbors=9, sigma=4.0),
+                                _regularizer("biconjugate", gamma=0.05))
+    _, gradient = objective.value_and_gradient(result.kernel)
+    step = 1.0 / np.linalg.norm(gradient)
+    moved = core.project_centered_psd(result.kernel - step * gradient).kernel
+    assert np.linalg.norm(moved - result.kernel) <= 1e-4 * max(np.linalg.norm(result.kernel), 1.0)
+
+
+def test_truncated_reconstruction_loss_is_the_loss_of_the_embedding():
+    points = _points(25, 3, seed=7)
+    result = core.convex_embedding(points, loss="squared", regularizer="trace", maxiter=50)
+    loss = build_loss("squared", core.distances_from_data(points), points=points, n_neighbors=5, sigma=1.0)
+    assert result.reconstruction_loss == pytest.approx(loss.value(core.distances_from_data(result.embedding)))
+    np.testing.assert_allclose(result.embedding.T @ result.embedding, np.diag(result.eigenvalues[:2]), atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(loss="tsne"), "Unknown loss 'tsne'; choose one of"),
+        (dict(regularizer="rank"), "Unknown regularizer 'rank'; choose one of"),
+        (dict(n_components=20), "n_components"),
+        (dict(alpha=-1.0), "alpha"),
+        (dict(sigma=0.0), "sigma"),
+        (dict(regularizer="completed_square", gamma=0.0), "gamma"),
+    ],
+)
+def test_bad_parameters(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        core.convex_embedding(_points(20), **kwargs)
+
+
+def test_neighbourhood_size_only_matters_for_the_mvu_loss():
+    result = core.convex_embedding(_points(6), loss="kpca", regularizer="trace", n_neighbors=10)
+    assert result.embedding.shape == (6, 2)
+    with pytest.raises(ValueError, match="n_neighbors"):
+        core.convex_embedding(_points(6), loss="mvu", n_neighbors=10)
+
+
+def test_size_limit_suggests_subsampling_or_landmarks(monkeypatch):
+    monkeypatch.setattr(core, "MAX_POINTS", 10)
+    with pytest.raises(ValueError, match="subsample.*rpg"):
+        core.convex_embedding(_points(11))
+
+
+def test_partitioned_without_smoother_is_shaw_and_jebaras_regularizer():
+    """γ = 0 gives (19): β tr K̃ - (α+β) Σ_{i≤d} u_i, minimised by alternating over P and K̃."""
+    points = _points(30, 3, seed=8) * 3
+    result = core.convex_embedding(points, loss="mvu", regularizer="partitioned", gamma=0.0, n_neighbors=8,
+                                   maxiter=200)
+    spectrum = result.eigenvalues
+    r4 = BETA * spectrum.sum() - (ALPHA + BETA) * spectrum[:2].sum()
+    assert result.regularizer_value == pytest.approx(r4, rel=1e-9, abs=1e-9)
+    assert result.objective[-1] == pytest.approx(result.loss_value + r4, rel=1e-9)
+    assert np.all(np.diff(result.objective) <= 1e-9 * np.abs(result.objective).max())
