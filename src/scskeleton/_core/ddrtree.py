@@ -175,10 +175,12 @@ def ddrtree(
 
     objective: list[float] = []
     converged = False
+    assignment = None
     for iteration in range(1, maxiter + 1):
         tree = minimum_spanning_tree(centers)  # eq. (28)
         graph_laplacian = laplacian(tree)
-        assignment = soft_assignment(latent, centers, sigma)  # eq. (32)
+        # eq. (32); the previous R is no longer needed, so its memory is reused
+        assignment = soft_assignment(latent, centers, sigma, reuse=None if assignment is None else assignment.matrix)
         resp = assignment.matrix
         mass = assignment.column_mass
 
@@ -207,7 +209,7 @@ def ddrtree(
 
     # S and R consistent with the final centers and latent points.
     tree = minimum_spanning_tree(centers)
-    final_assignment = soft_assignment(latent, centers, sigma).matrix
+    final_assignment = soft_assignment(latent, centers, sigma, reuse=assignment.matrix).matrix
     return DDRTreeResult(
         projection=projection,
         latent=latent,

@@ -170,8 +170,10 @@ def rpg(
 
     objective: list[float] = []
     converged = False
+    assignment = None
     for iteration in range(1, maxiter + 1):
-        assignment = soft_assignment(data, centers, sigma)  # eq. (18)
+        # eq. (18); the previous P is no longer needed, so its memory is reused
+        assignment = soft_assignment(data, centers, sigma, reuse=None if assignment is None else assignment.matrix)
         if program is None:
             adjacency = minimum_spanning_tree(centers)  # eq. (20)
             reconstruction = 0.0
