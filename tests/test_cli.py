@@ -28,6 +28,19 @@ def test_fit_computes_pca_roots_and_plots(tmp_path, capsys):
     assert png.stat().st_size > 0
 
 
+@pytest.mark.parametrize("method", ["rpg_l1", "mpme"])
+def test_fit_other_learners(tmp_path, capsys, method):
+    source = sks.datasets.branching(150, n_leaves=2, random_state=0)
+    source.write_h5ad(tmp_path / "in.h5ad")
+    out, png = tmp_path / "out.h5ad", tmp_path / "graph.png"
+    code = main(["fit", str(tmp_path / "in.h5ad"), "--method", method, "--out", str(out),
+                 "--root-group", "true_branch=trunk", "--plot", str(png)])
+    assert code == 0 and f"{method} on X_pca" in capsys.readouterr().out
+    fitted = anndata.read_h5ad(out)
+    assert fitted.obs[f"{method}_pseudotime"].notna().any()
+    assert png.stat().st_size > 0
+
+
 @pytest.mark.parametrize(
     "make_input, extra, fragment",
     [

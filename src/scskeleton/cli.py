@@ -6,14 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-#: Graph learners the ``fit`` command can run, by ``--method`` name.
-METHODS = ("ddrtree", "rpg", "rpg_l1")
+#: Graph learners the ``fit`` command can run, by ``--method`` name: node graphs, then cell graphs
+#: (MPME, SPL, ESL; dense, up to a few thousand cells).
+METHODS = ("ddrtree", "rpg", "rpg_l1", "mpme", "spl", "esl")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scskeleton",
-        description="Learn the skeleton (principal tree) of single-cell data and extract pseudotime.",
+        description="Learn the skeleton (principal tree or graph) of single-cell data and extract pseudotime.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -114,9 +115,11 @@ def _fit(args) -> int:
 
         matplotlib.use("Agg")
         pseudotime = f"{key}_pseudotime"
-        pl.tree(adata, key, color=pseudotime if pseudotime in adata.obs else None, save=args.plot, show=False)
+        pl.tree(adata, key, color=pseudotime if pseudotime in adata.obs else None, save=args.plot, show=False,
+                show_branch_points=args.method in ("ddrtree", "rpg"))
     entry = adata.uns[key]
-    summary = f"{adata.n_obs} cells, {entry['nodes'].shape[0]} nodes, {entry['n_iter']} iterations"
+    n_nodes = entry["nodes"].shape[0] if "nodes" in entry else adata.n_obs
+    summary = f"{adata.n_obs} cells, {n_nodes} nodes, {entry['n_iter']} iterations"
     if "branch_points" in entry:
         summary += f", {len(entry['branch_points'])} branch points"
     print(f"scskeleton fit: {args.method} on {args.use_rep}: {summary}; wrote {args.out}")
