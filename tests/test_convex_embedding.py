@@ -90,7 +90,7 @@ def test_schema_and_h5ad_round_trip(table1, tmp_path):
 def test_kpca_loss_with_zero_trace_weight_is_pca():
     """L₁ (22) with β = 0: K̃ is the data's centred kernel, truncation gives the PCA scores."""
     adata = sks.datasets.sine_surface(60, random_state=1)
-    sks.tl.convex_embedding(adata, loss="kpca", regularizer="trace", beta=0.0, maxiter=20)
+    sks.tl.convex_embedding(adata, loss="kpca", regularizer="trace", beta=0.0, maxiter=20, standardize=False)
     points = adata.obsm["X_pca"] - adata.obsm["X_pca"].mean(axis=0)
     _, singular, axes = np.linalg.svd(points, full_matrices=False)
     scores = points @ axes[:2].T
@@ -98,6 +98,16 @@ def test_kpca_loss_with_zero_trace_weight_is_pca():
     np.testing.assert_allclose(np.abs(embedding), np.abs(scores), atol=1e-8 * singular[0])
     # ||H(D - D̂)H||² = 4||K - X̂X̂ᵀ||² = 4 Σ_{i>d} σ_i⁴ (Eckart–Young)
     assert adata.uns["convex_embedding"]["reconstruction_loss"] == pytest.approx(4 * np.sum(singular[2:] ** 4), rel=1e-6)
+
+
+def test_standardized_fit_does_not_depend_on_the_units_of_use_rep():
+    small, large = sks.datasets.sine_surface(60, random_state=5), sks.datasets.sine_surface(60, random_state=5)
+    large.obsm["X_pca"] = 1000.0 * large.obsm["X_pca"]
+    for adata in (small, large):
+        sks.tl.convex_embedding(adata, maxiter=40)
+    np.testing.assert_allclose(large.obsm["X_convex_embedding"], small.obsm["X_convex_embedding"], rtol=1e-6, atol=1e-8)
+    ratio = large.uns["convex_embedding"]["params"]["scale"] / small.uns["convex_embedding"]["params"]["scale"]
+    assert ratio == pytest.approx(1000.0)
 
 
 def test_same_random_state_same_result():
@@ -133,6 +143,7 @@ def _fresh():
         (dict(use_rep="X_umap"), KeyError, "X_umap"),
         (dict(random_state=-1), ValueError, "random_state"),
         (dict(maxiter=0), ValueError, "maxiter"),
+        (dict(standardize="yes"), ValueError, "standardize"),
     ],
 )
 def test_bad_input_leaves_adata_unchanged(kwargs, error, fragment):
