@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from scipy import linalg, optimize, sparse
+from scipy import optimize, sparse
 
 import scskeleton as sks
 from scskeleton._core.assign import soft_assignment
@@ -41,7 +41,7 @@ def test_l1_program_solution_is_feasible_and_optimal():
     value = np.sum(dense * ((centers[:, None] - centers[None]) ** 2).sum(-1)) + 0.7 * reconstruction
 
     # the primal of (19)/(23), solved directly: same optimum
-    n_edges, size = program.edges.shape[0], landmarks.size
+    size = landmarks.size
     phi = np.sum((centers[program.edges[:, 0]] - centers[program.edges[:, 1]]) ** 2, axis=1)
     equality = sparse.hstack([program.edge_rows.T, sparse.identity(size), -sparse.identity(size)])
     primal = optimize.linprog(

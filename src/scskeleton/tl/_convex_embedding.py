@@ -8,8 +8,7 @@ from scanpy import logging as logg
 
 from .._core import regularized as core
 from ._inputs import check_key, check_random_state, get_representation
-from ._progress import iteration_progress
-from ._threads import dense_solver_threads
+from ._progress import solver_run
 from ._results import write_result
 
 
@@ -158,15 +157,11 @@ def convex_embedding(
         raise ValueError(f"All cells coincide in {use_rep!r} (zero spread); there is nothing to embed.")
     data = data / scale
 
-    start = logg.info(
-        f"computing convex embedding ({loss} loss, {regularizer} regularizer) on {use_rep!r} "
-        f"({n_cells} cells × {data.shape[1]} features)"
-    )
     # an iteration costs O(N³): show the bar from about 800 cells (runs of tens of seconds)
-    with (
-        iteration_progress("convex embedding", maxiter=maxiter, size=n_cells**3 // 100) as callback,
-        dense_solver_threads(n_cells),
-    ):
+    with solver_run(
+        "convex embedding", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells**3 // 100,
+        dense=True, detail=f" ({loss} loss, {regularizer} regularizer)",
+    ) as run:
         result = core.convex_embedding(
             data,
             n_components=n_components,
@@ -179,7 +174,7 @@ def convex_embedding(
             sigma=sigma,
             maxiter=maxiter,
             tol=tol,
-            callback=callback,
+            callback=run.callback,
         )
     if not result.converged:
         logg.warning(
@@ -221,10 +216,9 @@ def convex_embedding(
         },
     )
     top = result.eigenvalues[:n_components].sum() / max(result.eigenvalues.sum(), 1e-300)
-    logg.info(
-        f"    finished ({result.n_iter} iterations, reconstruction loss {result.reconstruction_loss:.4g}, "
-        f"top {n_components} eigenvalues hold {100 * top:.1f} % of tr K̃)",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, reconstruction loss {result.reconstruction_loss:.4g}, "
+        f"top {n_components} eigenvalues hold {100 * top:.1f} % of tr K̃",
+        written,
     )
     return adata if copy else None

@@ -8,7 +8,7 @@ from scanpy import logging as logg
 from .._core import ddrtree as core
 from .._schema import latent_key
 from ._inputs import check_key, check_random_state, get_representation
-from ._progress import iteration_progress
+from ._progress import solver_run
 from ._results import write_graph
 
 
@@ -115,8 +115,9 @@ def ddrtree(
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
 
-    start = logg.info(f"computing DDRTree on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with iteration_progress("DDRTree", maxiter=maxiter, size=n_cells * int(resolved_centers)) as callback:
+    with solver_run(
+        "DDRTree", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * int(resolved_centers)
+    ) as run:
         result = core.ddrtree(
             data,
             n_components=n_components,
@@ -127,7 +128,7 @@ def ddrtree(
             maxiter=maxiter,
             tol=tol,
             random_state=random_state,
-            callback=callback,
+            callback=run.callback,
         )
     if not result.converged:
         logg.warning(
@@ -162,9 +163,8 @@ def ddrtree(
         latent=result.latent,
         assignment=result.assignment,
     )
-    logg.info(
-        f"    finished ({result.n_iter} iterations, {resolved_centers} nodes)",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, {resolved_centers} nodes",
+        written,
     )
     return adata if copy else None

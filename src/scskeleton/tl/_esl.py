@@ -10,8 +10,7 @@ from scanpy import logging as logg
 from .._core import esl as core
 from .._schema import component_key
 from ._inputs import check_key, check_random_state, get_representation
-from ._progress import iteration_progress
-from ._threads import dense_solver_threads
+from ._progress import solver_run
 from ._results import write_result
 
 
@@ -131,11 +130,9 @@ def esl(
     core.check_esl_parameters(n_cells, n_components=n_components, perplexity=perplexity, lam=lam, C=C,
                               n_neighbors=n_neighbors)
 
-    start = logg.info(f"computing ESL on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with (
-        iteration_progress("ESL", maxiter=maxiter, size=n_cells * n_cells) as callback,
-        dense_solver_threads(n_cells),
-    ):
+    with solver_run(
+        "ESL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * n_cells, dense=True
+    ) as run:
         result = core.esl(
             data,
             n_components=n_components,
@@ -145,7 +142,7 @@ def esl(
             n_neighbors=n_neighbors,
             maxiter=maxiter,
             tol=tol,
-            callback=callback,
+            callback=run.callback,
         )
     if not result.converged:
         logg.warning(f"ESL stopped after {result.n_iter} L-BFGS-B iterations; consider a larger maxiter.")
@@ -179,10 +176,9 @@ def esl(
         connectivities=result.adjacency,
         obs={component_key(key): labels},
     )
-    logg.info(
-        f"    finished ({result.n_iter} iterations, {result.adjacency.nnz // 2} edges, "
-        f"{result.n_structures} component(s))",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, {result.adjacency.nnz // 2} edges, "
+        f"{result.n_structures} component(s)",
+        written,
     )
     return adata if copy else None

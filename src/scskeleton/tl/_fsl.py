@@ -9,8 +9,7 @@ from scanpy import logging as logg
 from .._core import fsl as core
 from .._core.validation import check_integer
 from ._inputs import check_key, check_random_state, get_features
-from ._progress import iteration_progress
-from ._threads import dense_solver_threads
+from ._progress import solver_run
 from ._results import write_result
 
 
@@ -18,7 +17,7 @@ def fsl(
     adata: AnnData,
     *,
     layer: str | None = None,
-    n_features: int = 50,
+    n_features: int | None = None,
     b: float | None = None,
     lam: float = 10.0,
     gamma: float = 100.0,
@@ -66,7 +65,8 @@ def fsl(
         ``None`` for ``adata.X`` (dense or sparse), or a key of ``adata.layers``.
     n_features
         How many genes to flag in ``var[f"{key}_selected"]``: the largest θ
-        (only genes with θ > 0 are flagged). Default 50.
+        (only genes with θ > 0 are flagged). ``None``: 50, or all genes when
+        there are fewer.
     b
         Σ_r θ_r (eq. 30), at most the number of genes; with θ_r ≤ 1 at least
         ⌈b⌉ genes get weight. ``None``: ``n_features / 2`` (the paper's
@@ -121,6 +121,7 @@ def fsl(
     random_state = check_random_state(random_state)
     data = get_features(adata, layer=layer)
     n_cells, n_genes = data.shape
+    n_features = min(50, n_genes) if n_features is None else n_features
     n_features = check_integer("n_features", n_features, low=1, high=n_genes, role="genes to flag as selected")
     b = n_features / 2.0 if b is None else b
     core.check_fsl_parameters(n_cells, n_genes, b=b, lam=lam, gamma=gamma, n_components=n_components)
@@ -134,13 +135,12 @@ def fsl(
         )
 
     where = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
-    start = logg.info(f"computing FSL on {where} ({n_cells} cells × {n_genes} genes)")
-    with (
-        iteration_progress("FSL", maxiter=maxiter, size=n_cells * n_genes) as callback,
-        dense_solver_threads(n_cells),
-    ):
+    with solver_run(
+        "FSL", use_rep=where, shape=(n_cells, n_genes), maxiter=maxiter, size=n_cells * n_genes, dense=True,
+        features="genes",
+    ) as run:
         result = core.fsl(data, b=b, lam=lam, gamma=gamma, n_components=n_components, maxiter=maxiter, tol=tol,
-                          callback=callback)
+                          callback=run.callback)
     if not result.converged:
         logg.warning(f"FSL stopped after {maxiter} iterations (tol={tol}); consider a larger maxiter.")
 
@@ -171,10 +171,9 @@ def fsl(
         connectivities=result.adjacency,
         var={f"{key}_weight": result.theta, f"{key}_selected": selected},
     )
-    logg.info(
-        f"    finished ({result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
-        f"{result.adjacency.nnz // 2} edges)",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
+        f"{result.adjacency.nnz // 2} edges",
+        written,
     )
     return adata if copy else None

@@ -8,8 +8,7 @@ from scanpy import logging as logg
 
 from .._core import mpme as core
 from ._inputs import check_key, check_random_state, get_representation
-from ._progress import iteration_progress
-from ._threads import dense_solver_threads
+from ._progress import solver_run
 from ._results import write_result
 
 
@@ -144,11 +143,9 @@ def mpme(
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
 
-    start = logg.info(f"computing MPME on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with (
-        iteration_progress("MPME", maxiter=maxiter, size=n_cells * n_cells) as callback,
-        dense_solver_threads(n_cells),
-    ):
+    with solver_run(
+        "MPME", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * n_cells, dense=True
+    ) as run:
         result = core.mpme(
             data,
             n_components=n_components,
@@ -160,7 +157,7 @@ def mpme(
             decoder=decoder,
             maxiter=maxiter,
             tol=tol,
-            callback=callback,
+            callback=run.callback,
         )
     if not result.converged:
         logg.warning(f"MPME stopped after {result.n_iter} L-BFGS-B iterations ({result.message}); "
@@ -196,9 +193,8 @@ def mpme(
         latent=result.embedding,
         connectivities=result.similarity,
     )
-    logg.info(
-        f"    finished ({result.n_iter} iterations, {result.n_nonzero // 2} edges)",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, {result.n_nonzero // 2} edges",
+        written,
     )
     return adata if copy else None

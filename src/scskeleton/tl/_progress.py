@@ -1,9 +1,20 @@
-"""Progress bars for iterative solvers (the solvers themselves never print)."""
+"""Running a solver from an adapter: start and end log lines, progress bars, BLAS threads.
+
+The solvers themselves never print; every adapter runs its solver inside
+:func:`solver_run`, which logs the start, shows a tqdm bar on long runs, sets
+the BLAS threads of dense solvers, and logs the end with what was written.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+
+from scanpy import logging as logg
+
+from ._threads import dense_solver_threads
 
 try:  # notebook progress bars need ipywidgets; without it tqdm.auto warns on import
     import ipywidgets  # noqa: F401
@@ -11,20 +22,47 @@ try:  # notebook progress bars need ipywidgets; without it tqdm.auto warns on im
 except ImportError:
     from tqdm import tqdm
 
-#: Problems with at least this many cells × nodes show a progress bar.
+#: Problems with at least this much work (cells × nodes, or the solver's own measure) show a progress bar.
 LONG_RUN = 5_000_000
 
 
+@dataclass(frozen=True)
+class SolverRun:
+    """The solver's progress ``callback(iteration, objective)`` and the start time of the run."""
+
+    callback: Callable[[int, float], None]
+    start: datetime
+
+    def finished(self, summary: str, written: list[str]) -> None:
+        """Log the end of the run: ``summary`` and the fields written (scanpy's deep log)."""
+        logg.info(f"    finished ({summary})", time=self.start, deep="added\n    " + ", ".join(written))
+
+
 @contextmanager
-def iteration_progress(description: str, *, maxiter: int, size: int) -> Iterator[Callable[[int, float], None]]:
-    """Yield a solver callback that advances a tqdm bar on long runs only."""
-    bar = tqdm(total=maxiter, desc=description, disable=size < LONG_RUN, leave=False)
+def solver_run(
+    name: str,
+    *,
+    use_rep: str,
+    shape: tuple[int, int],
+    maxiter: int,
+    size: int,
+    dense: bool = False,
+    detail: str = "",
+    features: str = "features",
+) -> Iterator[SolverRun]:
+    """Log "computing {name}{detail} on {use_rep} (N cells × D features)", show a
+    progress bar named ``name`` when ``size`` is at least :data:`LONG_RUN`, and for
+    ``dense`` (N × N) solvers limit the BLAS threads (:func:`dense_solver_threads`)."""
+    n_cells, n_features = shape
+    start = logg.info(f"computing {name}{detail} on {use_rep} ({n_cells} cells × {n_features} {features})")
+    bar = tqdm(total=maxiter, desc=name, disable=size < LONG_RUN, leave=False)
 
     def callback(iteration: int, objective: float) -> None:
         bar.update(1)
         bar.set_postfix(objective=f"{objective:.6g}", refresh=False)
 
     try:
-        yield callback
+        with dense_solver_threads(n_cells) if dense else nullcontext():
+            yield SolverRun(callback=callback, start=start)
     finally:
         bar.close()

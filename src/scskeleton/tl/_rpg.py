@@ -7,7 +7,7 @@ from scanpy import logging as logg
 
 from .._core import rpg as core
 from ._inputs import check_key, check_random_state, get_representation
-from ._progress import iteration_progress
+from ._progress import solver_run
 from ._results import write_graph
 
 _TUNING = """
@@ -201,8 +201,8 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     resolved_nodes = core.default_n_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
 
-    start = logg.info(f"computing {name} on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with iteration_progress(name, maxiter=maxiter, size=n_cells * int(resolved_nodes)) as callback:
+    with solver_run(name, use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter,
+                    size=n_cells * int(resolved_nodes)) as run:
         result = core.rpg(
             data,
             graph=graph,
@@ -214,7 +214,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
             maxiter=maxiter,
             tol=tol,
             random_state=random_state,
-            callback=callback,
+            callback=run.callback,
         )
     if not result.converged:
         logg.warning(f"{name} did not converge in {maxiter} iterations (tol={tol}); consider a larger maxiter.")
@@ -245,10 +245,9 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         converged=result.converged,
         assignment=result.assignment,
     )
-    logg.info(
-        f"    finished ({result.n_iter} iterations, {resolved_nodes} nodes, "
-        f"{result.adjacency.nnz // 2} edges)",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, {resolved_nodes} nodes, "
+        f"{result.adjacency.nnz // 2} edges",
+        written,
     )
     return adata if copy else None

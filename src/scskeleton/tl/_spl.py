@@ -7,8 +7,7 @@ from scanpy import logging as logg
 
 from .._core import spl as core
 from ._inputs import check_key, check_random_state, get_representation
-from ._progress import iteration_progress
-from ._threads import dense_solver_threads
+from ._progress import solver_run
 from ._results import write_result
 
 
@@ -130,11 +129,9 @@ def spl(
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
 
-    start = logg.info(f"computing SPL on {use_rep!r} ({n_cells} cells × {data.shape[1]} features)")
-    with (
-        iteration_progress("SPL", maxiter=maxiter, size=n_cells * n_cells) as callback,
-        dense_solver_threads(n_cells),
-    ):
+    with solver_run(
+        "SPL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * n_cells, dense=True
+    ) as run:
         result = core.spl(
             data,
             n_components=n_components,
@@ -144,7 +141,7 @@ def spl(
             phi_scale=phi_scale,
             maxiter=maxiter,
             tol=tol,
-            callback=callback,
+            callback=run.callback,
         )
     if result.n_nonzero == 0:
         logg.warning("SPL's best iterate is S = 0 (no edge): the embedding is the PCA projection. "
@@ -178,10 +175,9 @@ def spl(
         latent=result.embedding,
         connectivities=result.similarity,
     )
-    logg.info(
-        f"    finished ({result.n_iter} iterations, best {result.best_iteration + 1}, "
-        f"{result.n_nonzero // 2} edges)",
-        time=start,
-        deep="added\n    " + ", ".join(written),
+    run.finished(
+        f"{result.n_iter} iterations, best {result.best_iteration + 1}, "
+        f"{result.n_nonzero // 2} edges",
+        written,
     )
     return adata if copy else None
