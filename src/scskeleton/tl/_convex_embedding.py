@@ -35,7 +35,7 @@ def convex_embedding(
     """Embed the cells by regularized loss minimisation over kernels, then truncation.
 
     Yu, Neufeld, Kiros, Zhang & Schuurmans, "Regularizers versus losses for
-    nonlinear dimensionality reduction" (shared/papers/regularizers-vs-losses_…).
+    nonlinear dimensionality reduction" (``shared/papers/regularizers-vs-losses_…``).
     With D the squared distances of the cells in ``use_rep`` (eq. 2), solve
     problem (14),
 

@@ -30,7 +30,7 @@ def ddrtree(
 ) -> AnnData | None:
     """Learn a principal tree and a low-dimensional embedding with DDRTree.
 
-    Solves problem (31) of the DDRTree paper (shared/papers/ddrtree-spl_…,
+    Solves problem (31) of the DDRTree paper (``shared/papers/ddrtree-spl_…``,
     §4.3) by Algorithm 2: a projection W (D × d), latent points Z = one per cell,
     K centers C joined by a spanning tree S, and a soft assignment R of cells to
     centers, all learned together. Each iteration solves eq. (28) (minimum

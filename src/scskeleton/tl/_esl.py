@@ -32,7 +32,7 @@ def esl(
 ) -> AnnData | None:
     """Learn a cell graph and embed each of its connected components (ESL).
 
-    Wang & Li, embedding via structure learning (shared/papers/esl-fsl_…,
+    Wang & Li, embedding via structure learning (``shared/papers/esl-fsl_…``,
     §III, Algorithm 1). The density of the embedding Y (m × N) is estimated
     under the constraints E‖y_i - y_j‖² ≤ λ(1 - p̄_ij) (eq. 16), where
     p̄_ij = (p_{j|i} + p_{i|j}) / 2 are the symmetrised t-SNE affinities of

@@ -31,7 +31,7 @@ def fsl(
     """Weight the genes and learn a cell graph on the weighted genes (FSL).
 
     Wang & Li, feature selection via structure learning
-    (shared/papers/esl-fsl_…, §IV, Algorithm 2). Each gene r gets a weight
+    (``shared/papers/esl-fsl_…``, §IV, Algorithm 2). Each gene r gets a weight
     θ_r ∈ [0, 1], Σ_r θ_r = b (eq. 30); cells are compared by the weighted
     distance ψ(x_i, x_j; θ) = Σ_r θ_r (x_ri - x_rj)² (eq. 29). Proposition 4
     turns the density estimation problem (33) into

@@ -33,7 +33,7 @@ def mpme(
     """Learn a sparse positive similarity graph over the cells and embed them (MPME).
 
     Mao, Wang & Tsang, maximum posterior manifold embedding
-    (shared/papers/mpme_…), Algorithm 1. The posterior of the embedding is
+    (``shared/papers/mpme_…``), Algorithm 1. The posterior of the embedding is
     N(0, (L + λI)⁻¹) per dimension (eqs. 8, 11), with L the Laplacian of a
     similarity W learned from the pairwise distances φ by the convex
     box-constrained dual problem (13),

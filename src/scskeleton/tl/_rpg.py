@@ -18,16 +18,16 @@ _TUNING = """
     the key structure. The paper's Table 1 (2-D data of unit scale; the
     principal tree and the ℓ1 graph share them):
 
-    ================  =====  =====  =====  ===  ===
-    data set            N    sigma  gamma  lam   nn
-    ================  =====  =====  =====  ===  ===
-    distorted S-shape   100  0.01   0.5    1.0   5
-    spiral              200  0.01   0.5    1.0  10
-    circle              100  0.1    0.5    1.0  10
-    two moons           200  0.01   3      0.1   5
-    tree                300  0.01   10     1.0   5
-    three clusters      300  0.01   0.5    0.1   5
-    ================  =====  =====  =====  ===  ===
+    ===================  =====  ======  ======  ====  ====
+    data set             N      sigma   gamma   lam   nn
+    ===================  =====  ======  ======  ====  ====
+    distorted S-shape    100    0.01    0.5     1.0   5
+    spiral               200    0.01    0.5     1.0   10
+    circle               100    0.1     0.5     1.0   10
+    two moons            200    0.01    3       0.1   5
+    tree                 300    0.01    10      1.0   5
+    three clusters       300    0.01    0.5     0.1   5
+    ===================  =====  ======  ======  ====  ====
 
     ``sigma`` is in squared units of the representation, so it must follow
     its scale; the default (``None``) takes the median squared distance from
@@ -51,7 +51,7 @@ def rpg(
 ) -> AnnData | None:
     """Learn a principal tree with the regularized principal graph (RPG) method.
 
-    Mao, Wang, Tsang & Sun, regularized principal graph (shared/papers/rpg_…),
+    Mao, Wang, Tsang & Sun, regularized principal graph (``shared/papers/rpg_…``),
     problem (17) with the spanning-tree constraint: K principal points C in
     the space of ``use_rep`` joined by a spanning tree W, and a soft
     assignment P of cells to points. Algorithm 1 (K = N) or Algorithm 2
@@ -138,7 +138,7 @@ def rpg_l1(
 ) -> AnnData | None:
     """Learn a weighted ℓ1 principal graph: loops and several components allowed.
 
-    Problem (17) of the regularized principal graph paper (shared/papers/rpg_…)
+    Problem (17) of the regularized principal graph paper (``shared/papers/rpg_…``)
     with the ℓ1 graph: besides the graph length and the quantization error,
     each landmark z_k must be reconstructed from its neighbours,
     z_k ≈ Σ_k' w_k'k z_k', at a cost ``lam`` · ||ξ_k||₁. W is the solution of

@@ -30,7 +30,7 @@ def spl(
     """Learn a similarity graph, a projection and an embedding by structured projection learning.
 
     L. Wang, probabilistic dimensionality reduction via structure learning
-    (shared/papers/ddrtree-spl_…), §3.3, Algorithm 1. A PPCA likelihood
+    (``shared/papers/ddrtree-spl_…``), §3.3, Algorithm 1. A PPCA likelihood
     y_i = W x_i + ε with noise precision γ (eq. 5) is combined with
     expected-distance constraints on the kNN graph; the dual (17) learns a
     symmetric S ≥ 0 on the graph's edges and an orthonormal projection W
@@ -49,7 +49,7 @@ def spl(
     Iterates and stopping. S starts at 0. f is not monotone under α_t = 1/t;
     f(S_t) is recorded for every iterate and the iterate with the largest f
     is returned (``uns[key]["best_iteration"]``). The run stops when
-    |f(S_t) - f(S_{t-1})| ≤ tol · max(1, |f(S_{t-1})|) or after ``maxiter``
+    ``|f(S_t) - f(S_{t-1})| ≤ tol · max(1, |f(S_{t-1})|)`` or after ``maxiter``
     iterates. The steps shrink like 1/t, so within the default 100 iterates
     S is a smooth reweighting of the kNN graph rather than the sparse
     optimum of (17) (most edges keep a positive weight); the embedding

@@ -1,0 +1,70 @@
+"""Sphinx configuration of the scskeleton documentation.
+
+Build (after ``pip install ".[docs]"``)::
+
+    sphinx-build -W -b html docs docs/_build/html
+
+The tutorial notebooks live in ``tutorials/`` (where the test suite executes
+them); they are copied next to these sources at build time and executed again
+by myst-nb, so the rendered pages always show what the current code does.
+"""
+
+from __future__ import annotations
+
+import shutil
+from importlib.metadata import version as package_version
+from pathlib import Path
+
+HERE = Path(__file__).parent
+TUTORIALS = HERE.parent / "tutorials"
+RENDERED_TUTORIALS = HERE / "tutorials"
+
+project = "scskeleton"
+author = "the scskeleton developers"
+copyright = "2026, the scskeleton developers"
+release = package_version("scskeleton")
+version = release
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+]
+
+# numpy-style docstrings everywhere
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+napoleon_custom_sections = [("Sets the following fields", "returns_style")]
+autosummary_generate = True
+autodoc_default_options = {"members": False}
+autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented_params"
+
+myst_enable_extensions = ["dollarmath", "colon_fence"]
+nb_execution_mode = "force"
+nb_execution_timeout = 900
+nb_execution_raise_on_error = True
+nb_merge_streams = True
+
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+
+html_theme = "furo"
+html_title = f"scskeleton {release}"
+html_static_path: list[str] = []
+
+
+def _copy_tutorials() -> None:
+    """Bring the notebooks from tutorials/ next to the sources (Sphinx reads only below docs/)."""
+    RENDERED_TUTORIALS.mkdir(exist_ok=True)
+    for stale in RENDERED_TUTORIALS.glob("*.ipynb"):
+        stale.unlink()
+    for notebook in sorted(TUTORIALS.glob("*.ipynb")):
+        shutil.copy2(notebook, RENDERED_TUTORIALS / notebook.name)
+
+
+_copy_tutorials()
