@@ -28,7 +28,7 @@ def convex_embedding(
     standardize: bool = True,
     maxiter: int = 300,
     tol: float = 1e-5,
-    key_added: str = "convex_embedding",
+    key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
 ) -> AnnData | None:

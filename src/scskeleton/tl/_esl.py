@@ -26,7 +26,7 @@ def esl(
     n_neighbors: int | None = None,
     maxiter: int = 1000,
     tol: float = 1e-9,
-    key_added: str = "esl",
+    key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
 ) -> AnnData | None:

@@ -24,7 +24,7 @@ def fsl(
     n_components: int = 2,
     maxiter: int = 300,
     tol: float = 1e-6,
-    key_added: str = "fsl",
+    key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
 ) -> AnnData | None:

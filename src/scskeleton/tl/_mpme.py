@@ -26,7 +26,7 @@ def mpme(
     decoder: str = "kpca",
     maxiter: int = 1000,
     tol: float = 1e-12,
-    key_added: str = "mpme",
+    key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
 ) -> AnnData | None:

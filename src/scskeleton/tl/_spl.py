@@ -23,7 +23,7 @@ def spl(
     phi_scale: float | None = None,
     maxiter: int = 100,
     tol: float = 1e-4,
-    key_added: str = "spl",
+    key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
 ) -> AnnData | None:
