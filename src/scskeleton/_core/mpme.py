@@ -34,7 +34,6 @@ Three exact devices make the solver practical without changing problem (13):
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,7 +52,7 @@ from .logdet import (
     minimize_box,
     regularized_laplacian,
 )
-from .validation import as_float_matrix, check_integer, check_positive
+from .validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
 
 #: Up to this many cells every pair of cells is a candidate edge.
 ALL_PAIRS_MAX = 500
@@ -114,13 +113,6 @@ class MPMEResult:
     def n_nonzero(self) -> int:
         """Non-zeros of the symmetric W (both triangles, as 'nz' in Fig. 2 of the paper)."""
         return int(self.similarity.nnz)
-
-
-def check_C(C, *, role: str) -> float:
-    """C > 0, finite or ``np.inf``."""
-    if isinstance(C, numbers.Real) and not isinstance(C, bool) and C == np.inf:
-        return np.inf
-    return check_positive("C", C, role=role)
 
 
 def default_phi_scale(data: np.ndarray) -> float:
@@ -209,7 +201,7 @@ def mpme(
     n_components = check_integer("n_components", n_components, low=1, high=n_points - 1,
                                  role="dimension of the embedding, below the number of cells")
     lam = check_positive("lam", lam, role="precision λ of the prior")
-    C = check_C(C, role="the weights are bounded by 4C; np.inf for no bound")
+    C = check_positive_or_inf("C", C, role="the weights are bounded by 4C; np.inf for no bound")
     if n_neighbors is not None:
         n_neighbors = check_integer("n_neighbors", n_neighbors, low=1, high=n_points - 1,
                                     role="candidate neighbours per cell, below the number of cells")

@@ -51,8 +51,7 @@ from scipy import sparse
 from .embed import kernel_pca, principal_directions
 from .graphs import from_edges, knn_edges
 from .logdet import LaplacianLogDet, check_dense_size, edge_squared_distances, laplacian_logdet
-from .mpme import check_C
-from .validation import as_float_matrix, check_integer, check_positive
+from .validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
 
 #: Default divisor of φ, in multiples of the median squared length of the candidate edges.
 PHI_SCALE_FACTOR = 30.0
@@ -228,7 +227,7 @@ def spl(
     n_neighbors = check_integer("n_neighbors", n_neighbors, low=1, high=n_points - 1,
                                 role="neighbours per cell of the graph supporting S, below the number of cells")
     gamma = check_positive("gamma", gamma, role="noise precision γ", allow_zero=True)
-    C = check_C(C, role="error tolerance ξ = s/(2C); np.inf for none")
+    C = check_positive_or_inf("C", C, role="error tolerance ξ = s/(2C); np.inf for none")
     if phi_scale is not None:
         phi_scale = check_positive("phi_scale", phi_scale, role="divisor of the distances φ")
     maxiter = check_integer("maxiter", maxiter, low=1)

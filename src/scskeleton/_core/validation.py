@@ -37,6 +37,13 @@ def check_positive(name: str, value, *, role: str = "", allow_zero: bool = False
     return float(value)
 
 
+def check_positive_or_inf(name: str, value, *, role: str = "") -> float:
+    """Validate a parameter that must be > 0 and may be ``np.inf`` (e.g. an optional bound)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and value == np.inf:
+        return np.inf
+    return check_positive(name, value, role=role)
+
+
 def check_integer(name: str, value, *, low: int, high: int | None = None, role: str = "") -> int:
     """Validate an integer parameter in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
