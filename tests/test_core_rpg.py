@@ -1,4 +1,6 @@
 import numpy as np
+
+from scskeleton._core.ddrtree import default_n_centers
 import pytest
 from scipy import optimize, sparse
 
@@ -90,7 +92,9 @@ def test_same_random_state_same_graph():
 
 
 def test_default_number_of_nodes():
-    assert default_n_nodes(800) == 800 and default_n_nodes(70_000) == 1000
+    # a node per ten points, 50 at least (or N), DDRTree's rule at most: the same K for both learners
+    assert default_n_nodes(800) == 80 and default_n_nodes(12) == 12 and default_n_nodes(200) == 50
+    assert default_n_nodes(70_000) == default_n_centers(70_000) < 150
 
 
 @pytest.mark.parametrize(

@@ -95,8 +95,10 @@ def test_root_node_prefers_a_reached_leaf_else_the_medoid():
     total = np.ones(5)
     at_tip = np.array([0.0, 0.0, 0.0, 0.9, 0.0])  # the group sits on leaf 3
     assert tr.root_node(Y_GRAPH, Y_NODES, at_tip, total) == 3
-    at_fork = np.array([0.0, 0.2, 0.9, 0.2, 0.2])  # the group sits at the fork
+    assert tr.reaches_leaf(at_tip, total, 3)
+    at_fork = np.array([0.0, 0.2, 0.9, 0.2, 0.2])  # the group sits at the fork, reaching no tip
     assert tr.root_node(Y_GRAPH, Y_NODES, at_fork, total) == 2
+    assert tr.nearest_leaf(Y_GRAPH, Y_NODES, 1) == 0
     with pytest.raises(ValueError, match="no assignment mass"):
         tr.root_node(Y_GRAPH, Y_NODES, np.zeros(5), total)
 

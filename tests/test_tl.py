@@ -56,7 +56,7 @@ def test_ddrtree_writes_the_schema():
     assert entry["projection"].shape == (10, 2)
     assert entry["objective"].shape == (entry["n_iter"],)
     params = entry["params"]
-    assert params["n_centers"] == K and params["lam"] == 0.5 * adata.n_obs and params["random_state"] == 0
+    assert params["n_centers"] == K and params["lam"] == 0.25 * adata.n_obs and params["random_state"] == 0
     assert all(value is not None for value in params.values())
     assert "version" in params
 

@@ -134,15 +134,24 @@ def cell_coordinates(adata: AnnData, graph: StoredGraph) -> np.ndarray:
     return np.ascontiguousarray(coords, dtype=float)
 
 
-def cell_assignment(adata: AnnData, key: str) -> sparse.csr_matrix:
-    """The N × K soft assignment written by a graph learner, as CSR.
+def cell_assignment(adata: AnnData, key: str) -> np.ndarray | sparse.csr_matrix:
+    """The N × K soft assignment written by a graph learner, as stored (dense or CSR).
 
-    For a cell-level learner (see :func:`read_graph`) every cell is its own
-    node: the identity.
+    It is never converted: at 10⁶ cells × 10³ nodes a dense assignment takes
+    8 GB, and a CSR copy of it more; callers read the rows or sums they need
+    (:func:`column_sums`). For a cell-level learner (see :func:`read_graph`)
+    every cell is its own node: the identity.
     """
     name = assignment_key(key)
     if name not in adata.obsm and is_cell_graph(adata, key):
         return sparse.identity(adata.n_obs, format="csr")
     if name not in adata.obsm:
         raise KeyError(f"adata.obsm[{name!r}] is missing; refit the graph {key!r} on this AnnData.")
-    return sparse.csr_matrix(adata.obsm[name])
+    value = adata.obsm[name]
+    return value if sparse.issparse(value) else np.asarray(value)
+
+
+def column_sums(assignment, rows=None) -> np.ndarray:
+    """Σ_i r_ik over all cells, or over ``rows`` only: each node's (soft) number of cells."""
+    part = assignment if rows is None else assignment[rows]
+    return np.asarray(part.sum(axis=0), dtype=float).ravel()

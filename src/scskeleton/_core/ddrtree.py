@@ -29,7 +29,7 @@ memory (R is kept sparse when most of it underflows to zero).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg, sparse
@@ -37,7 +37,19 @@ from scipy import linalg, sparse
 from .assign import CHUNK_ROWS, kmeans, soft_assignment
 from .embed import principal_directions
 from .graphs import laplacian, minimum_spanning_tree
+from .gaps import bridging_edges
+from .pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .validation import as_float_matrix, check_integer, check_positive
+
+
+#: An eigenvalue of YᵀY counts as signal when it exceeds this multiple of the median one ...
+NOISE_RATIO = 2.0
+#: ... and the default latent dimension is at most this.
+MAX_COMPONENTS = 10
+#: The default number of nodes gives each node about this many cells ...
+CELLS_PER_NODE = 10
+#: ... but never fewer nodes than this (or N).
+MIN_NODES = 50
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,12 @@ class DDRTreeResult:
         Whether the relative change of the objective fell below ``tol``.
     mean
         Per-feature mean subtracted from Y before fitting (length D).
+    n_pruned
+        Terminal branches removed after the fit (``prune=True``); their centers
+        are gone from ``centers``, ``tree`` and ``assignment``.
+    gap_edges
+        Edges of the tree that cross a gap in the data (E × 2), judged on YW
+        (:func:`~scskeleton._core.gaps.bridging_edges`).
     """
 
     projection: np.ndarray
@@ -75,46 +93,75 @@ class DDRTreeResult:
     n_iter: int
     converged: bool
     mean: np.ndarray
+    n_pruned: int = 0
+    gap_edges: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.intp))
 
 
 def default_n_centers(n_cells: int) -> int:
-    """Number of centers K used when none is given (R's DDRTree / Monocle 2 rule).
+    """Number of centers (tree nodes) K used when none is given.
 
-    K = round(2 · 100 · ln N / (ln N + ln 100)) for N ≥ 100, else K = N
-    (Algorithm 2 as printed).
+    A node per :data:`CELLS_PER_NODE` cells, at least min(N, :data:`MIN_NODES`) = min(N, 50)
+    and at most R's DDRTree / Monocle 2 rule round(2 · 100 · ln N / (ln N + ln 100))
+    (about 120–150 nodes for 10³–10⁶ cells). Each node then averages enough
+    cells that its position is not one cell's noise: with R's rule alone, 200
+    cells get 107 nodes and the tree follows the noise (on scanpy's toggleswitch
+    it branches at outliers and, once pruned, misses the real fork).
     """
     if n_cells < 100:
-        return n_cells
-    log_n = np.log(n_cells)
-    return int(round(2 * 100 * log_n / (log_n + np.log(100))))
+        monocle = n_cells
+    else:
+        log_n = np.log(n_cells)
+        monocle = int(round(2 * 100 * log_n / (log_n + np.log(100))))
+    return int(min(max(n_cells // CELLS_PER_NODE, min(n_cells, MIN_NODES)), monocle))
+
+
+def default_n_components(gram: np.ndarray, *, ratio: float = NOISE_RATIO, most: int = MAX_COMPONENTS) -> int:
+    """Latent dimension d used when none is given: the number of directions of
+    the centred data whose variance stands out of the noise.
+
+    The eigenvalues of YᵀY above ``ratio`` times their median, between 2 and
+    ``most`` (and at most D). Two dimensions cannot hold a tree whose branches
+    leave in more directions than that (krumsiek11's four lineages need four;
+    a random-walk tree in 50 dimensions needs more): its branches are drawn on
+    top of each other and the spanning tree joins them wrongly. The median
+    eigenvalue stands for the noise level because a representation such as
+    ``X_pca`` keeps more components than there are directions of signal.
+    """
+    eigenvalues = linalg.eigvalsh(gram)
+    floor = float(np.median(eigenvalues))
+    count = int(np.sum(eigenvalues > ratio * floor)) if floor > 0 else gram.shape[0]
+    return int(min(max(count, 2), most, gram.shape[0]))
 
 
 def default_lam(n_cells: int) -> float:
-    """Tree-length weight used when none is given: lam = N / 2.
+    """Tree-length weight used when none is given: lam = N / 4.
 
     R's DDRTree and Monocle 2 use 5 · N. On PCA coordinates that over-smooths:
-    with lam/gamma = N/2 against about N/K cells per center, each center's
-    Laplacian weight is ~K/2, which pulls the tips of the tree into clumps. On
-    the generated branching data (N = 1,000–20,000, 2–4 tips) 5 · N gives
-    pseudotime Spearman 0.95–0.97 and segment ARI 0.68–0.87, N / 2 gives
-    0.99–0.996 and 0.85–0.89; on scanpy's toggleswitch 5 · N misses the
-    bifurcation and on krumsiek11 only lam ≤ N / 2 separates the erythrocyte
-    and megakaryocyte tips. Much smaller values (0.1 · N) grow spurious branches.
+    it contracts the tips of the tree into clumps and misses branches (on the
+    generated branching data pseudotime Spearman 0.95–0.97 against 0.99; on
+    scanpy's toggleswitch no bifurcation). Smaller values resolve more
+    branches but also grow stubs through thick clouds of cells, which the
+    pruning after the fit removes (:mod:`~scskeleton._core.pruning`); N / 4
+    keeps toggleswitch's short branch (N / 2 contracts it into the noise) and
+    the generated trees' pseudotime at Spearman ≥ 0.99.
     """
-    return 0.5 * n_cells
+    return 0.25 * n_cells
 
 
 def ddrtree(
     data,
     *,
-    n_components: int = 2,
+    n_components: int | None = None,
     n_centers: int | None = None,
     sigma: float = 1e-3,
     gamma: float = 10.0,
     lam: float | None = None,
-    maxiter: int = 20,
-    tol: float = 1e-3,
+    maxiter: int = 100,
+    tol: float = 1e-4,
     random_state: int = 0,
+    prune: bool = False,
+    min_branch_extension: float = MIN_EXTENSION,
+    min_branch_fraction: float = MIN_MASS,
     callback: Callable[[int, float], None] | None = None,
 ) -> DDRTreeResult:
     """Fit DDRTree (Algorithm 2, objective 31) to ``data`` (N × D).
@@ -124,7 +171,7 @@ def ddrtree(
     data
         N × D matrix Y of cells × features. It is centred column-wise first.
     n_components
-        d, dimension of the latent space.
+        d, dimension of the latent space. ``None``: :func:`default_n_components`.
     n_centers
         K ≤ N, number of tree nodes. ``None`` uses :func:`default_n_centers`.
         K = N is Algorithm 2 as printed (C initialised to Z); K < N seeds C by
@@ -141,6 +188,12 @@ def ddrtree(
         objective falls below ``tol``.
     random_state
         Seed of the k-means initialisation (the only random step).
+    prune, min_branch_extension, min_branch_fraction
+        After the fit, remove terminal branches that do not stand out of the
+        noise (:func:`~scskeleton._core.pruning.prune_tree`), judged on the
+        projected data YW (not on Z, which the quantization term pulls onto the
+        centers); the assignment is then recomputed by eq. (32) for the centers
+        that remain.
     callback
         Called as ``callback(iteration, objective)`` after every iteration.
     """
@@ -148,9 +201,10 @@ def ddrtree(
     n_cells, n_features = data.shape
     if n_cells < 3:
         raise ValueError(f"DDRTree needs at least 3 cells; got {n_cells}.")
-    n_components = check_integer(
-        "n_components", n_components, low=1, high=n_features, role="latent dimension d, at most the number of features"
-    )
+    if n_components is not None:
+        n_components = check_integer(
+            "n_components", n_components, low=1, high=n_features, role="latent dimension d, at most the number of features"
+        )
     if n_centers is None:
         n_centers = default_n_centers(n_cells)
     n_centers = check_integer("n_centers", n_centers, low=2, high=n_cells, role="number of tree nodes K, 2 ≤ K ≤ N")
@@ -165,6 +219,8 @@ def ddrtree(
     data = data - mean
     gram = data.T @ data  # YᵀY, reused every iteration
     data_norm2 = float(np.trace(gram))
+    if n_components is None:
+        n_components = default_n_components(gram)
 
     projection = principal_directions(gram, n_components)
     latent = data @ projection
@@ -209,7 +265,14 @@ def ddrtree(
 
     # S and R consistent with the final centers and latent points.
     tree = minimum_spanning_tree(centers)
-    final_assignment = soft_assignment(latent, centers, sigma, reuse=assignment.matrix).matrix
+    n_pruned = 0
+    if prune:
+        pruned = prune_tree(
+            step.data_proj, centers, tree, min_extension=min_branch_extension, min_mass=min_branch_fraction
+        )
+        centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
+    reuse = assignment.matrix if n_pruned == 0 else None
+    final_assignment = soft_assignment(latent, centers, sigma, reuse=reuse).matrix
     return DDRTreeResult(
         projection=projection,
         latent=latent,
@@ -220,6 +283,8 @@ def ddrtree(
         n_iter=len(objective),
         converged=converged,
         mean=mean,
+        n_pruned=n_pruned,
+        gap_edges=bridging_edges(step.data_proj, centers, tree),
     )
 
 

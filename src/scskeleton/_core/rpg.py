@@ -21,20 +21,22 @@ increases (Theorem 1).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg, optimize, sparse
 from scipy.sparse import csgraph
 
 from .assign import kmeans, soft_assignment, squared_distances
+from .ddrtree import default_n_centers
 from .graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
+from .gaps import bridging_edges
+from .pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .validation import as_float_matrix, check_integer, check_positive
 
 GRAPHS = ("tree", "l1")
-#: Above this many points the default number of nodes is LANDMARKS (Algorithm 2).
-MAX_FULL_NODES = 1000
-LANDMARKS = 1000
+#: Most landmarks of the ℓ1 graph's default.
+L1_LANDMARKS = 1000
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,11 @@ class RPGResult:
         The bandwidth used (resolved when ``None`` was given).
     candidate_edges
         E × 2 candidate edges of the ℓ1 program (empty for the tree).
+    n_pruned
+        Terminal branches removed after the fit (tree, ``prune=True``).
+    gap_edges
+        Edges that cross a gap in the data (E × 2,
+        :func:`~scskeleton._core.gaps.bridging_edges`); tree only.
     """
 
     centers: np.ndarray
@@ -70,11 +77,26 @@ class RPGResult:
     converged: bool
     sigma: float
     candidate_edges: np.ndarray
+    n_pruned: int = 0
+    gap_edges: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.intp))
 
 
 def default_n_nodes(n_points: int) -> int:
-    """K = N up to MAX_FULL_NODES points (Algorithm 1), else LANDMARKS (Algorithm 2)."""
-    return n_points if n_points <= MAX_FULL_NODES else LANDMARKS
+    """K used when none is given: DDRTree's rule (:func:`~scskeleton._core.ddrtree.default_n_centers`),
+    a node per ten points, 50 to about 150 nodes. Algorithm 1's K = N puts a
+    node on every point, and the spanning tree then branches at every outlier."""
+    return default_n_centers(n_points)
+
+
+def default_l1_nodes(n_points: int) -> int:
+    """K used by the ℓ1 graph when none is given: the paper's K = N (Algorithm 1)
+    up to :data:`L1_LANDMARKS` points, else that many k-means landmarks (Algorithm 2).
+
+    The ℓ1 graph reconstructs each landmark from its neighbours; with coarse
+    landmarks the gaps between separate components fall below a landmark
+    spacing and the graph joins them.
+    """
+    return min(n_points, L1_LANDMARKS)
 
 
 def default_sigma(nodes: np.ndarray) -> float:
@@ -107,6 +129,9 @@ def rpg(
     maxiter: int = 50,
     tol: float = 1e-5,
     random_state: int = 0,
+    prune: bool = False,
+    min_branch_extension: float = MIN_EXTENSION,
+    min_branch_fraction: float = MIN_MASS,
     callback: Callable[[int, float], None] | None = None,
 ) -> RPGResult:
     """Learn a principal tree (``graph="tree"``) or ℓ1 graph (``graph="l1"``).
@@ -139,6 +164,10 @@ def rpg(
         objective falls below ``tol`` (the paper uses 1e-5).
     random_state
         Seed of the k-means landmarks (the only random step).
+    prune, min_branch_extension, min_branch_fraction
+        Tree only: after the fit, remove terminal branches that do not stand
+        out of the noise (:func:`~scskeleton._core.pruning.prune_tree`); P is
+        then recomputed by eq. (18) for the nodes that remain.
     callback
         Called as ``callback(iteration, objective)`` after each iteration.
     """
@@ -199,6 +228,15 @@ def rpg(
             converged = True
             break
 
+    n_pruned = 0
+    if prune and program is None:
+        # the tree of the final centers (the loop's W belongs to the centers before the last update)
+        adjacency = minimum_spanning_tree(centers)
+        pruned = prune_tree(data, centers, adjacency, min_extension=min_branch_extension, min_mass=min_branch_fraction)
+        n_pruned = pruned.removed_branches
+        if n_pruned:
+            centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
+            assignment = soft_assignment(data, centers, sigma)
     return RPGResult(
         centers=centers,
         landmarks=landmarks,
@@ -209,6 +247,8 @@ def rpg(
         converged=converged,
         sigma=sigma,
         candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
+        n_pruned=n_pruned,
+        gap_edges=bridging_edges(data, centers, adjacency) if program is None else np.empty((0, 2), dtype=np.intp),
     )
 
 

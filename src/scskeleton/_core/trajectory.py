@@ -314,8 +314,11 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
     A leaf is *reached* by the group when at least half of its mass belongs to
     the group; the root is the reached leaf with the smallest mass-weighted
     mean geodesic distance to the group. If the group reaches no leaf (it sits
-    inside the graph, e.g. progenitors at a fork), the root is the group's
-    geodesic medoid: the member minimising that distance.
+    inside the graph, e.g. progenitors at a fork, or the graph is a cycle),
+    the root is the group's geodesic medoid: the member minimising that
+    distance. Rooting at the nearest leaf instead would start the trajectory
+    at whichever fate lies closest; the caller warns instead
+    (:func:`nearest_leaf` names the tip to use).
     """
     share = np.divide(group_mass, total_mass, out=np.zeros_like(group_mass), where=total_mass > 0)
     reached = members[(degrees(adjacency)[members] == 1) & (share[members] >= 0.5)]
@@ -325,6 +328,22 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
     occupied = members[group_mass[members] > 0]
     score = group_mass[occupied] @ geodesic_from(adjacency, nodes, occupied)[:, candidates]
     return int(candidates[np.argmin(score)])
+
+
+def reaches_leaf(group_mass: np.ndarray, total_mass: np.ndarray, node: int) -> bool:
+    """Whether the group makes up at least half of the assignment mass of ``node``."""
+    return bool(total_mass[node] > 0 and group_mass[node] >= 0.5 * total_mass[node])
+
+
+def nearest_leaf(adjacency: sparse.spmatrix, nodes: np.ndarray, node: int) -> int | None:
+    """The leaf nearest to ``node`` along the graph (``None`` if its component has none)."""
+    leaves = np.flatnonzero(degrees(adjacency) == 1)
+    if not leaves.size:
+        return None
+    distance = geodesic_from(adjacency, nodes, node)[0, leaves]
+    if not np.isfinite(distance).any():
+        return None
+    return int(leaves[np.argmin(distance)])
 
 
 def check_roots(adjacency: sparse.spmatrix, roots) -> np.ndarray:

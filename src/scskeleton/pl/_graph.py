@@ -226,6 +226,7 @@ def _dominant_groups(adata: AnnData, graph: StoredGraph, groupby: str) -> tuple[
         (np.ones(has_group.sum()), (np.flatnonzero(has_group), values.codes[has_group])),
         shape=(adata.n_obs, len(labels)),
     )
-    mass = np.asarray((cell_assignment(adata, graph.key).T @ onehot).todense())
+    mass = onehot.T @ cell_assignment(adata, graph.key)  # groups × nodes, from sparse one-hot rows
+    mass = np.asarray(mass.todense() if sparse.issparse(mass) else mass).T
     groups = np.where(mass.sum(axis=1) > 0, mass.argmax(axis=1), -1)
     return groups, labels, category_colors(adata, groupby, labels)

@@ -17,13 +17,16 @@ def ddrtree(
     *,
     use_rep: str = "X_pca",
     n_pcs: int | None = None,
-    n_components: int = 2,
+    n_components: int | None = None,
     n_centers: int | None = None,
     sigma: float = 1e-3,
     gamma: float = 10.0,
     lam: float | None = None,
-    maxiter: int = 20,
-    tol: float = 1e-3,
+    maxiter: int = 100,
+    tol: float = 1e-4,
+    prune: bool = True,
+    min_branch_extension: float = 3.0,
+    min_branch_fraction: float = 0.01,
     key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
@@ -49,12 +52,19 @@ def ddrtree(
         Use only the first ``n_pcs`` columns of ``use_rep``; ``None`` uses all.
     n_components
         d, dimension of the latent space in which the tree is learned (≤ the
-        number of features).
+        number of features). ``None``: the number of directions of
+        ``use_rep`` whose variance exceeds three times the median eigenvalue
+        of its covariance (the noise level), between 2 and 10. Two dimensions,
+        the paper's and Monocle 2's choice, cannot hold a tree whose branches
+        leave in more directions (krumsiek11's four lineages merge in pairs);
+        pass ``n_components=2`` for a planar embedding to plot.
     n_centers
-        K, number of tree nodes, 2 ≤ K ≤ N. ``None`` uses
-        round(2·100·ln N / (ln N + ln 100)) for N ≥ 100 cells and K = N below
-        (R's DDRTree / Monocle 2). K = N is Algorithm 2 as printed; K < N seeds
-        the centers by k-means on the initial latent points.
+        K, number of tree nodes, 2 ≤ K ≤ N. ``None``: a node per ten cells,
+        at least 50 (or N) and at most R's DDRTree / Monocle 2 rule
+        round(2·100·ln N / (ln N + ln 100)) (about 120–150). Monocle's rule
+        alone gives 107 nodes to 200 cells, a node per two cells' noise.
+        K = N is Algorithm 2 as printed; K < N seeds the centers by k-means on
+        the initial latent points.
     sigma
         Bandwidth of the soft assignment, eq. (32), in squared latent units.
         The default 1e-3 makes assignments nearly hard (Proposition 4: the
@@ -64,18 +74,32 @@ def ddrtree(
         Weight of the quantization term in (31) that ties each cell's latent
         point to its centers. Default 10.
     lam
-        Weight of the tree length in (31). ``None`` uses N / 2, which keeps the
+        Weight of the tree length in (31). ``None`` uses N / 4, which keeps the
         tree term in proportion to the N-cell reconstruction error. R's DDRTree
         and Monocle 2 use 5 · N; on PCA input that contracts the tips of the
-        tree into clumps and can miss branches (on the generated branching data
-        pseudotime Spearman drops from 0.99 to 0.95–0.97 and segment ARI from
-        0.85–0.89 to 0.68–0.87; toggleswitch loses its bifurcation), so the
-        default here is ten times smaller. Raise it for a smoother, shorter
-        tree; lower it (≥ 0.1 · N) to resolve more branches.
+        tree into clumps and misses branches (toggleswitch loses its
+        bifurcation), so the default here is twenty times smaller; the stubs a
+        weakly smoothed tree grows are removed by ``prune``. Raise it for a
+        smoother, shorter tree; lower it to resolve more branches.
     maxiter
-        Maximum number of iterations of Algorithm 2.
+        Maximum number of iterations of Algorithm 2. Default 100; typical fits
+        reach ``tol`` in 10–40 (R's DDRTree stops at 20, often before ``tol``).
     tol
         Stop when the relative change of objective (31) falls below ``tol``.
+    prune
+        Remove spurious terminal branches after the fit (not in the paper; see
+        ``min_branch_extension``). ``False`` keeps the spanning tree of eq. (28)
+        as it is.
+    min_branch_extension
+        A terminal branch is kept only if its cells stand this many noise
+        widths out of the rest of the tree: the median offset of the branch's
+        cells from the rest of the tree, along the branch's direction, divided
+        by the robust spread (1.4826 · MAD) of the neighbouring cells' offsets
+        in that direction. Real branches score far above 3 (typically 5–100),
+        the stubs a spanning tree grows through a thick cloud of cells about
+        1–3. Measured on the projected data YW (free of units).
+    min_branch_fraction
+        A terminal branch must also hold at least this share of the cells.
     key_added
         Key of the results; default ``"ddrtree"``.
     random_state
@@ -97,7 +121,9 @@ def ddrtree(
         ``method``, ``params`` (every parameter used), ``nodes`` (C, K × d, in
         ``space`` = ``f"X_{key}"``), ``adjacency`` (S, K × K sparse tree),
         ``projection`` (W, D × d), ``objective`` (value of (31) per iteration),
-        ``n_iter``, ``converged``.
+        ``n_iter``, ``converged``, ``gap_edges`` (E × 2 tree edges
+        that cross a gap between groups of cells, i.e. bridge separate clusters;
+        a warning names them, and ``pl.tree`` draws them dashed).
 
     Examples
     --------
@@ -128,6 +154,9 @@ def ddrtree(
             maxiter=maxiter,
             tol=tol,
             random_state=random_state,
+            prune=prune,
+            min_branch_extension=min_branch_extension,
+            min_branch_fraction=min_branch_fraction,
             callback=run.callback,
         )
     if not result.converged:
@@ -144,13 +173,16 @@ def ddrtree(
         params={
             "use_rep": use_rep,
             "n_pcs": data.shape[1],
-            "n_components": n_components,
+            "n_components": result.projection.shape[1],
             "n_centers": resolved_centers,
             "sigma": sigma,
             "gamma": gamma,
             "lam": resolved_lam,
             "maxiter": maxiter,
             "tol": tol,
+            "prune": prune,
+            "min_branch_extension": min_branch_extension,
+            "min_branch_fraction": min_branch_fraction,
             "random_state": random_state,
         },
         nodes=result.centers,
@@ -162,9 +194,10 @@ def ddrtree(
         projection=result.projection,
         latent=result.latent,
         assignment=result.assignment,
+        gap_edges=result.gap_edges,
     )
     run.finished(
-        f"{result.n_iter} iterations, {resolved_centers} nodes",
+        f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, {result.n_pruned} spurious branches pruned",
         written,
     )
     return adata if copy else None

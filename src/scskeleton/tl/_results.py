@@ -6,6 +6,7 @@ import numbers
 
 import numpy as np
 from anndata import AnnData
+from scanpy import logging as logg
 from scipy import sparse
 
 from .. import __version__
@@ -97,20 +98,32 @@ def write_graph(
     space: str,
     adjacency: sparse.spmatrix,
     projection: np.ndarray | None = None,
+    gap_edges: np.ndarray | None = None,
     **fields,
 ) -> list[str]:
     """Store a fitted node graph under ``key`` in the shared schema.
 
     ``uns[key]`` gets ``nodes`` (K × d), ``space`` (the obsm key of the cell
-    coordinates in the nodes' space), ``adjacency`` (K × K CSR) and, for
-    learners with one, the ``projection`` W; everything else is as in
-    :func:`write_result`.
+    coordinates in the nodes' space), ``adjacency`` (K × K CSR), for
+    learners with one the ``projection`` W, and for trees ``gap_edges``
+    (E × 2 edges that cross a gap in the data, with a warning when there are
+    any); everything else is as in :func:`write_result`.
     """
     graph = {
         "nodes": np.asarray(nodes, dtype=float),
         "space": space,
         "adjacency": sparse.csr_matrix(adjacency, dtype=float),
     }
+    if gap_edges is not None:
+        graph["gap_edges"] = np.asarray(gap_edges, dtype=np.int64).reshape(-1, 2)
+        if len(graph["gap_edges"]):
+            logg.warning(
+                f"{len(graph['gap_edges'])} edge(s) of the tree {key!r} cross a gap in the data, where no "
+                "cells lie between two groups of cells: the tree bridges separate clusters, and pseudotime "
+                "across those edges is not a trajectory. Check sks.pl.tree (they are drawn dashed); for data "
+                "made of separate lineages or cell types, fit sks.tl.rpg_l1, whose graph can have several "
+                f"components, or analyse each cluster apart. Edges: adata.uns[{key!r}]['gap_edges']."
+            )
     if projection is not None:
         graph["projection"] = np.asarray(projection, dtype=float)
     return write_result(adata, key, uns=graph, **fields)

@@ -43,8 +43,11 @@ def rpg(
     n_nodes: int | None = None,
     sigma: float | None = None,
     gamma: float = 10.0,
-    maxiter: int = 50,
-    tol: float = 1e-5,
+    maxiter: int = 200,
+    tol: float = 1e-4,
+    prune: bool = True,
+    min_branch_extension: float = 3.0,
+    min_branch_fraction: float = 0.01,
     key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
@@ -68,8 +71,11 @@ def rpg(
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_nodes
-        K. ``None``: K = N up to 1,000 cells (Algorithm 1, nodes start at the
-        cells), otherwise 1,000 k-means landmarks (Algorithm 2).
+        K. ``None``: one node per ten cells, between 50 (or N, if fewer) and
+        round(2·100·ln N / (ln N + ln 100)) (about 100–150 for 10³–10⁶ cells),
+        seeded by k-means (Algorithm 2). The paper's Algorithm 1 uses a node per
+        cell (``n_nodes=adata.n_obs``); on single-cell data that draws a node
+        per cell's noise and a branch at every outlier.
     sigma
         Bandwidth of the soft assignment, eq. (18), in squared units of
         ``use_rep``; ``None`` estimates a small one from the data (see above).
@@ -77,8 +83,16 @@ def rpg(
         Weight of the quantization error against the tree length in (17);
         smaller values give a shorter, smoother tree. Default 10 (Table 1, tree).
     maxiter, tol
-        Stop after ``maxiter`` iterations or at relative change < ``tol``
-        (the paper's rule uses 1e-5).
+        Stop after ``maxiter`` iterations or at relative change < ``tol``.
+        The paper's rule uses 1e-5; the nodes' slow slide along the curve takes
+        100–200 iterations to reach it at 10³ cells for no visible change,
+        so the default is 1e-4 (25–60 iterations).
+    prune, min_branch_extension, min_branch_fraction
+        Remove terminal branches that do not stand out of the noise after the
+        fit (not in the paper), as in :func:`~scskeleton.tl.ddrtree`: a branch
+        is kept when its cells lie at least ``min_branch_extension`` robust
+        noise widths out of the rest of the tree along its direction and it
+        holds at least ``min_branch_fraction`` of the cells.
     key_added
         Key of the results; default ``"rpg"``.
     random_state
@@ -94,7 +108,9 @@ def rpg(
     ``adata.uns[key]``
         ``method`` (``"rpg"``), ``params``, ``nodes`` (C, K × D), ``space``
         (= ``use_rep``), ``adjacency`` (the tree, K × K sparse), ``objective``
-        (per iteration), ``n_iter``, ``converged``.
+        (per iteration), ``n_iter``, ``converged``, ``gap_edges`` (E × 2 tree edges
+        that cross a gap between groups of cells, i.e. bridge separate clusters;
+        a warning names them, and ``pl.tree`` draws them dashed).
     ``adata.obsm[f"{key}_assignment"]``
         P, N × K soft assignment of cells to nodes.
 
@@ -114,6 +130,9 @@ def rpg(
         n_neighbors=0,
         maxiter=maxiter,
         tol=tol,
+        prune=prune,
+        min_branch_extension=min_branch_extension,
+        min_branch_fraction=min_branch_fraction,
         key_added=key_added,
         random_state=random_state,
         copy=copy,
@@ -150,8 +169,12 @@ def rpg_l1(
     {tuning}
     Parameters
     ----------
-    adata, use_rep, n_pcs, n_nodes, sigma, gamma, maxiter, tol, random_state, copy
+    adata, use_rep, n_pcs, sigma, gamma, maxiter, tol, random_state, copy
         As in :func:`rpg`.
+    n_nodes
+        K. ``None``: the paper's K = N (Algorithm 1) up to 1,000 cells, else
+        1,000 k-means landmarks (Algorithm 2). The ℓ1 graph needs landmarks
+        finer than the gaps between separate components to keep them apart.
     lam
         Weight of the ℓ1 reconstruction error; larger values keep more edges.
         In units of ``use_rep`` (the graph length is in squared units).
@@ -182,6 +205,9 @@ def rpg_l1(
         n_neighbors=n_neighbors,
         maxiter=maxiter,
         tol=tol,
+        prune=False,
+        min_branch_extension=0.0,
+        min_branch_fraction=0.0,
         key_added=key_added,
         random_state=random_state,
         copy=copy,
@@ -193,12 +219,13 @@ rpg_l1.__doc__ = rpg_l1.__doc__.replace("{tuning}", _TUNING)
 
 
 def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, lam, n_neighbors, maxiter, tol,
-         key_added, random_state, copy):
+         prune, min_branch_extension, min_branch_fraction, key_added, random_state, copy):
     key = check_key(key_added, default_key)
     random_state = check_random_state(random_state)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
-    resolved_nodes = core.default_n_nodes(n_cells) if n_nodes is None else n_nodes
+    default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes
+    resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
 
     with solver_run(name, use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter,
@@ -214,6 +241,9 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
             maxiter=maxiter,
             tol=tol,
             random_state=random_state,
+            prune=prune,
+            min_branch_extension=min_branch_extension,
+            min_branch_fraction=min_branch_fraction,
             callback=run.callback,
         )
     if not result.converged:
@@ -229,6 +259,10 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         "tol": tol,
         "random_state": random_state,
     }
+    if graph == "tree":
+        params.update(
+            prune=prune, min_branch_extension=min_branch_extension, min_branch_fraction=min_branch_fraction
+        )
     if graph == "l1":
         params.update(lam=lam, n_neighbors=n_neighbors, n_candidate_edges=result.candidate_edges.shape[0])
     adata = adata.copy() if copy else adata
@@ -244,10 +278,11 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         n_iter=result.n_iter,
         converged=result.converged,
         assignment=result.assignment,
+        gap_edges=result.gap_edges if graph == "tree" else None,
     )
     run.finished(
-        f"{result.n_iter} iterations, {resolved_nodes} nodes, "
-        f"{result.adjacency.nnz // 2} edges",
+        f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, "
+        f"{result.adjacency.nnz // 2} edges, {result.n_pruned} spurious branches pruned",
         written,
     )
     return adata if copy else None

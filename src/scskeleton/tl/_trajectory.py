@@ -11,11 +11,13 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core import trajectory as core
+from .._core.graphs import degrees
 from .._core.validation import check_integer
 from .._schema import (
     StoredGraph,
     cell_assignment,
     cell_coordinates,
+    column_sums,
     pseudotime_key,
     read_graph,
     segment_key,
@@ -100,21 +102,38 @@ def root(
         raise ValueError("per_component=True applies to group=, obs_min= and obs_max=; pass several nodes as node=[...].")
     if how == "node":
         chosen = core.check_roots(graph.adjacency, _node_indices(node, graph.n_nodes))
+        _warn_inner_roots(graph, chosen, reason=f"node {chosen.tolist()} was given")
     else:
         assignment = cell_assignment(adata, key)
         cells = _select_cells(adata, how, value)
-        group_mass = np.asarray(assignment[cells].sum(axis=0)).ravel()
+        group_mass = column_sums(assignment, cells)
         if how == "cell":
             chosen = np.array([group_mass.argmax()])
-        elif per_component:
-            total_mass = np.asarray(assignment.sum(axis=0)).ravel()
-            chosen = core.root_nodes_per_component(graph.adjacency, graph.nodes, group_mass, total_mass)
+            _warn_inner_roots(graph, chosen, reason=f"cell {value!r} sits there")
         else:
-            total_mass = np.asarray(assignment.sum(axis=0)).ravel()
-            chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
+            total_mass = column_sums(assignment)
+            if per_component:
+                chosen = core.root_nodes_per_component(graph.adjacency, graph.nodes, group_mass, total_mass)
+            else:
+                chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
+            _warn_inner_roots(graph, chosen, reason=f"the cells of {how}={value!r} reach no tip")
     # a single root stays a plain int, as before; several are stored as an int array (h5ad-safe)
     adata.uns[key]["root"] = int(chosen[0]) if chosen.size == 1 else chosen.astype(np.int64)
     logg.info(f"root of {key!r} set to node(s) {chosen.tolist()} (from {how}={value!r})")
+
+
+def _warn_inner_roots(graph: StoredGraph, roots: np.ndarray, *, reason: str) -> None:
+    """Warn when a root is not a leaf: pseudotime would then run both ways from it."""
+    degree = degrees(graph.adjacency)
+    for node in roots[degree[roots] > 1]:
+        leaf = core.nearest_leaf(graph.adjacency, graph.nodes, int(node))
+        if leaf is None:  # a cycle: any node is as good a start as another
+            continue
+        logg.warning(
+            f"The root of {graph.key!r}, node {int(node)} ({reason}), is not a tip of the graph, so "
+            f"pseudotime will increase in both directions from it. The nearest tip is node {leaf}: "
+            f"sks.tl.root(adata, {graph.key!r}, node={leaf})."
+        )
 
 
 def _node_indices(node, n_nodes: int) -> np.ndarray:
@@ -291,5 +310,5 @@ def _path_end(adata: AnnData, graph: StoredGraph, end, which: str) -> int:
         return int(end)
     if isinstance(end, tuple):
         cells = _group_cells(adata, end)
-        return int(np.asarray(cell_assignment(adata, graph.key)[cells].sum(axis=0)).ravel().argmax())
+        return int(column_sums(cell_assignment(adata, graph.key), cells).argmax())
     raise ValueError(f"{which} must be a node index or (obs_key, value); got {end!r}.")

@@ -1,0 +1,270 @@
+"""Pruning of spurious terminal branches of a principal tree.
+
+A spanning tree over noisy nodes grows short side branches wherever the cloud of
+cells is thick: the nodes of a tube of noise zig-zag, and the minimum spanning
+tree joins the outliers as stubs. Such a stub holds cells, so its node count does
+not tell it from a real branch. What does is how far its cells stand out of the
+tube around the rest of the tree.
+
+For a terminal branch β (the nodes from a leaf up to, not including, the first
+node of degree ≥ 3, its *attachment* b), let T' be the tree without β. Its
+*extension* is
+
+    e(β) = q₇₅_{i ∈ cells(β)} ⟨x_i − π(x_i), u⟩  /  1.4826 · MAD_{j ∈ tube(b)} ⟨(x_j − π(x_j))⊥, u⟩
+
+where π is the nearest point on the local edges of T', u the unit direction from
+b to the leaf, cells(β) the cells whose nearest node is on β and tube(b) the cells
+whose nearest node is b or lies within two edges of b on T' (their offsets taken
+perpendicular to their edge, so cells beyond the end of a contracted arm do not
+widen the tube). Only the direction in which the branch leaves counts, so the
+ratio is free of units and of the number of dimensions the noise lives in: the
+cells of a real branch of length ℓ reach ~ℓ along u while the tube spreads by the
+noise's standard deviation in that one direction (e ≫ 3); the cells of a stub
+are the tube's own outliers on one side (e ≈ 1–3).
+A branch is also spurious when it holds less than ``min_mass`` of the cells, and
+never when it holds more than :data:`MAX_PRUNED_MASS` (a chain of nodes through a
+whole cluster of clustered data can score low, but it is no stub).
+
+Branches are removed one at a time, the least extended first, because removing
+one changes its neighbours' attachments (a ball of cells at a tip grows a star of
+stubs: all but the most extended arm go). Every step works on a few rows: cells
+are handled through their nearest node, at most ``max_cells`` of them per branch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
+
+from .assign import CHUNK_ROWS, squared_distances
+from .graphs import degrees, edge_lengths, symmetrize
+
+#: Default threshold on the extension e(β) below which a terminal branch is noise.
+MIN_EXTENSION = 3.0
+#: Default smallest share of the cells a terminal branch must hold.
+MIN_MASS = 0.01
+#: A terminal branch holding more than this share of the cells is structure, never a stub:
+#: on clustered data a long chain of nodes through a whole cluster can score low.
+MAX_PRUNED_MASS = 0.1
+#: The tube around an attachment reaches this many edges along the rest of the tree.
+TUBE_STEPS = 2
+#: Quantile of the branch cells' offsets compared with the noise width.
+OUT_QUANTILE = 0.75
+
+
+@dataclass(frozen=True)
+class PrunedTree:
+    """Result of :func:`prune_tree`.
+
+    Attributes
+    ----------
+    keep
+        Boolean mask over the original K nodes: the nodes that remain.
+    adjacency
+        The pruned tree over the kept nodes only (re-indexed, K' × K').
+    removed_branches
+        Number of terminal branches removed.
+    extension, mass
+        For every terminal branch of the pruned tree (by leaf, in the original
+        node numbering): its extension e(β) and share of the cells.
+    leaves
+        The leaves those values belong to (original numbering).
+    """
+
+    keep: np.ndarray
+    adjacency: sparse.csr_matrix
+    removed_branches: int
+    leaves: np.ndarray
+    extension: np.ndarray
+    mass: np.ndarray
+
+
+def nearest_nodes(points: np.ndarray, nodes: np.ndarray, *, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
+    """Index of each point's nearest node, in row blocks (no N × K array is kept)."""
+    labels = np.empty(points.shape[0], dtype=np.intp)
+    for start in range(0, points.shape[0], chunk_rows):
+        labels[start : start + chunk_rows] = squared_distances(points[start : start + chunk_rows], nodes).argmin(axis=1)
+    return labels
+
+
+def prune_tree(
+    points: np.ndarray,
+    nodes: np.ndarray,
+    adjacency: sparse.spmatrix,
+    *,
+    min_extension: float = MIN_EXTENSION,
+    min_mass: float = MIN_MASS,
+    protected=(),
+    max_cells: int = 2000,
+    labels: np.ndarray | None = None,
+) -> PrunedTree:
+    """Remove terminal branches that do not stand out of the noise (see module docstring).
+
+    Parameters
+    ----------
+    points
+        N × d cell coordinates, in the nodes' space.
+    nodes
+        K × d node positions.
+    adjacency
+        K × K tree (symmetric; weights ignored).
+    min_extension
+        A terminal branch whose extension e(β) is below this is removed.
+    min_mass
+        A terminal branch holding fewer than this share of the cells is removed.
+    protected
+        Nodes whose branch is never removed (e.g. a root).
+    max_cells
+        At most this many cells (evenly spread over the index) per branch and per
+        tube enter the medians.
+    labels
+        Each cell's nearest node, if already known.
+    """
+    adjacency = symmetrize(adjacency)
+    n_nodes = nodes.shape[0]
+    if labels is None:
+        labels = nearest_nodes(points, nodes)
+    labels = labels.copy()
+    protected = {int(p) for p in np.atleast_1d(np.asarray(protected, dtype=np.intp))}
+    neighbours = [set(adjacency.indices[adjacency.indptr[k] : adjacency.indptr[k + 1]].tolist()) for k in range(n_nodes)]
+    keep = np.ones(n_nodes, dtype=bool)
+    n_points = points.shape[0]
+    removed = 0
+    while True:
+        branches = _terminal_branches(neighbours)
+        if not branches:
+            break
+        members = _members(labels, n_nodes)
+        scores = []
+        for leaf, branch, hub in branches:
+            mass = sum(members[k].size for k in branch) / n_points
+            extension = _extension(points, nodes, neighbours, members, branch, hub, max_cells)
+            scores.append((leaf, branch, hub, extension, mass))
+        weak = [
+            s for s in scores
+            if (s[4] < min_mass or (s[3] < min_extension and s[4] < MAX_PRUNED_MASS)) and not (protected & set(s[1]))
+        ]
+        if not weak:
+            break
+        # least extended first; a branch with too few cells counts as not extended at all
+        leaf, branch, hub, _, _ = min(weak, key=lambda s: (s[3] if s[4] >= min_mass else -1.0, s[4]))
+        for node in branch:
+            for other in neighbours[node]:
+                neighbours[other].discard(node)
+            neighbours[node].clear()
+            keep[node] = False
+        moved = np.flatnonzero(np.isin(labels, branch))
+        if moved.size:
+            kept_nodes = np.flatnonzero(keep)
+            labels[moved] = kept_nodes[nearest_nodes(points[moved], nodes[kept_nodes])]
+        removed += 1
+
+    kept_nodes = np.flatnonzero(keep)
+    index = np.full(n_nodes, -1, dtype=np.intp)
+    index[kept_nodes] = np.arange(kept_nodes.size)
+    rows = [index[k] for k in kept_nodes for _ in neighbours[k]]
+    cols = [index[n] for k in kept_nodes for n in neighbours[k]]
+    pruned = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(kept_nodes.size, kept_nodes.size))
+    final = [(s[0], s[3], s[4]) for s in scores] if branches else []
+    return PrunedTree(
+        keep=keep,
+        adjacency=pruned,
+        removed_branches=removed,
+        leaves=np.array([f[0] for f in final], dtype=np.intp),
+        extension=np.array([f[1] for f in final], dtype=float),
+        mass=np.array([f[2] for f in final], dtype=float),
+    )
+
+
+def _terminal_branches(neighbours: list[set]) -> list[tuple[int, list[int], int]]:
+    """(leaf, branch nodes from the leaf inwards, attachment) for every leaf that hangs off a node of degree ≥ 3."""
+    out = []
+    for leaf, ns in enumerate(neighbours):
+        if len(ns) != 1:
+            continue
+        branch, previous, here = [leaf], None, leaf
+        while True:
+            step = next((n for n in neighbours[here] if n != previous), None)
+            if step is None:
+                break
+            previous, here = here, step
+            if len(neighbours[here]) != 2:
+                break
+            branch.append(here)
+        if step is not None and len(neighbours[here]) >= 3:
+            out.append((leaf, branch, here))
+    return out
+
+
+def _members(labels: np.ndarray, n_nodes: int) -> list[np.ndarray]:
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_nodes + 1))
+    return [order[bounds[k] : bounds[k + 1]] for k in range(n_nodes)]
+
+
+def _spread(indices: np.ndarray, limit: int) -> np.ndarray:
+    if indices.size <= limit:
+        return indices
+    return np.sort(indices)[np.linspace(0, indices.size - 1, limit).astype(np.intp)]
+
+
+def _extension(points, nodes, neighbours, members, branch, hub, max_cells) -> float:
+    """e(β) of one terminal branch (module docstring)."""
+    branch_set = set(branch)
+    # local part of T': the hub and the nodes within two edges of it, away from the branch
+    local = {hub}
+    frontier = [hub]
+    for _ in range(TUBE_STEPS):
+        frontier = [o for here in frontier for o in neighbours[here] if o not in branch_set and o not in local]
+        local.update(frontier)
+    edges = np.array(
+        sorted({(min(u, v), max(u, v)) for u in local for v in neighbours[u] if v not in branch_set}), dtype=np.intp
+    ).reshape(-1, 2)
+    branch_cells = _spread(np.concatenate([members[k] for k in branch]), max_cells)
+    tube_cells = _spread(np.concatenate([members[k] for k in local]), max_cells)
+    if branch_cells.size == 0 or tube_cells.size == 0 or edges.size == 0:
+        return 0.0
+    # the direction in which the branch leaves its attachment
+    direction = nodes[branch[0]] - nodes[hub]
+    norm = np.linalg.norm(direction)
+    if norm <= 0:
+        return 0.0
+    direction /= norm
+    out = np.quantile(_residual_to_edges(points[branch_cells], nodes, edges) @ direction, OUT_QUANTILE)
+    tube = 1.4826 * np.median(np.abs(_residual_to_edges(points[tube_cells], nodes, edges, across=True) @ direction))
+    if tube <= 0:
+        return np.inf if out > 0 else 0.0
+    return float(out / tube)
+
+
+def _residual_to_edges(points: np.ndarray, nodes: np.ndarray, edges: np.ndarray, *, across: bool = False) -> np.ndarray:
+    """Offset of each point from its nearest point on the given edges (segments), c × d.
+
+    ``across=True`` keeps only the part of the offset perpendicular to that
+    edge: a point beyond the end of a branch is then measured by its distance
+    from the branch's line, its spread around the tree, not by how far the
+    tree falls short of the data's end.
+    """
+    start = nodes[edges[:, 0]]
+    direction = nodes[edges[:, 1]] - start  # e × d
+    length2 = np.einsum("ed,ed->e", direction, direction)
+    out = np.empty_like(points)
+    for lo in range(0, points.shape[0], 256):
+        offset = points[lo : lo + 256, None, :] - start[None]  # c × e × d
+        t = np.einsum("ced,ed->ce", offset, direction)
+        t = np.clip(np.divide(t, length2, out=np.zeros_like(t), where=length2 > 0), 0.0, 1.0)
+        residual = offset - t[..., None] * direction
+        best = np.einsum("ced,ced->ce", residual, residual).argmin(axis=1)
+        rows = np.arange(residual.shape[0])
+        chosen = residual[rows, best]
+        if across:
+            along = direction[best]
+            share = np.divide(
+                np.einsum("cd,cd->c", chosen, along), length2[best], out=np.zeros(rows.size), where=length2[best] > 0
+            )
+            chosen = chosen - share[:, None] * along
+        out[lo : lo + 256] = chosen
+    return out
