@@ -37,10 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse import csgraph
 
 from .assign import CHUNK_ROWS, squared_distances
-from .graphs import degrees, edge_lengths, symmetrize
+from .graphs import symmetrize
 
 #: Default threshold on the extension e(β) below which a terminal branch is noise.
 MIN_EXTENSION = 3.0

@@ -139,7 +139,7 @@ def pseudotime(
 
 
 def prune_short_branches(
-    adjacency: sparse.spmatrix, *, min_branch_nodes: int, protected=()
+    adjacency: sparse.spmatrix, *, min_branch_nodes: int, protected=(), drop_leaves=()
 ) -> tuple[sparse.csr_matrix, dict[int, int]]:
     """Drop terminal branches with fewer than ``min_branch_nodes`` nodes.
 
@@ -147,14 +147,16 @@ def prune_short_branches(
     node of degree ≥ 3. Such short stubs are a known artefact of spanning
     trees over noisy centers (Monocle 2 prunes them too). Branches holding a
     ``protected`` node (the root) are kept, and so are components that are a
-    bare path. Returns the pruned adjacency and, for each removed node, the
-    kept node its branch hung from.
+    bare path. The terminal branches of ``drop_leaves`` (e.g. leaves with low
+    bootstrap support) are removed whatever their length. Returns the pruned
+    adjacency and, for each removed node, the kept node its branch hung from.
     """
+    drop_leaves = {int(p) for p in np.atleast_1d(drop_leaves)}
     adjacency = symmetrize(adjacency)
     neighbours = [set(adjacency.indices[adjacency.indptr[k] : adjacency.indptr[k + 1]].tolist()) for k in range(adjacency.shape[0])]
     protected = {int(p) for p in np.atleast_1d(protected)}
     attach: dict[int, int] = {}
-    changed = min_branch_nodes > 1
+    changed = min_branch_nodes > 1 or bool(drop_leaves)
     while changed:
         changed = False
         for leaf in range(len(neighbours)):
@@ -169,7 +171,8 @@ def prune_short_branches(
                 previous, here = here, step
                 if len(neighbours[here]) <= 2:
                     branch.append(here)
-            if len(neighbours[here]) < 3 or len(branch) >= min_branch_nodes or protected & set(branch):
+            short = len(branch) < min_branch_nodes or leaf in drop_leaves
+            if len(neighbours[here]) < 3 or not short or protected & set(branch):
                 continue
             hub = here
             for node in branch:
@@ -188,7 +191,9 @@ def prune_short_branches(
     return pruned, attach
 
 
-def topology(adjacency: sparse.spmatrix, nodes: np.ndarray, roots=(), *, min_branch_nodes: int = 0) -> Topology:
+def topology(
+    adjacency: sparse.spmatrix, nodes: np.ndarray, roots=(), *, min_branch_nodes: int = 0, drop_leaves=()
+) -> Topology:
     """Branch points, leaves and segments of the graph (see :class:`Topology`).
 
     Terminal branches with fewer than ``min_branch_nodes`` nodes are pruned
@@ -197,7 +202,9 @@ def topology(adjacency: sparse.spmatrix, nodes: np.ndarray, roots=(), *, min_bra
     """
     roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
     full = symmetrize(adjacency)
-    adjacency, attach = prune_short_branches(full, min_branch_nodes=min_branch_nodes, protected=roots)
+    adjacency, attach = prune_short_branches(
+        full, min_branch_nodes=min_branch_nodes, protected=roots, drop_leaves=drop_leaves
+    )
     n_nodes = adjacency.shape[0]
     deg = degrees(adjacency)
     table = neighbour_table(adjacency)

@@ -19,6 +19,10 @@ from ._utils import check_components, finish, new_axes, resolve_basis, scatter_c
 
 #: The gid of the edge collection, so that code (and tests) can find the graph's edges.
 EDGES_GID = "scskeleton_edges"
+#: The gid of the dashed collection of gap edges (``uns[key]["gap_edges"]``).
+GAP_EDGES_GID = "scskeleton_gap_edges"
+#: The gid of the support labels (``uns[key]["branch_support"]``).
+SUPPORT_GID = "scskeleton_support"
 
 
 def tree(
@@ -30,6 +34,7 @@ def tree(
     components: Sequence[int] = (0, 1),
     show_nodes: bool = True,
     show_branch_points: bool = True,
+    show_support: bool | None = None,
     edge_color: str = "black",
     edge_width: float = 1.0,
     size: float | None = None,
@@ -46,7 +51,11 @@ def tree(
     one segment per undirected edge), its nodes as small dots, the root(s)
     (``uns[key]["root"]``, set by ``sks.tl.root``) as a star and the branch
     points (``uns[key]["branch_points"]``, set by ``sks.tl.pseudotime``) as
-    diamonds, with a legend for the three.
+    diamonds, with a legend for the three. Edges listed in
+    ``uns[key]["gap_edges"]`` (E × 2 node pairs), when present, are drawn
+    dashed in a collection of their own (``gid="scskeleton_gap_edges"``)
+    instead. When ``sks.tl.branch_support`` has run, each branch point and
+    leaf it scored is labelled with its support (``gid="scskeleton_support"``).
 
     Parameters
     ----------
@@ -72,6 +81,10 @@ def tree(
     show_branch_points
         Mark the branch points. Turn it off for meshes such as ℓ1 graphs in
         many dimensions, where most nodes have three or more neighbours.
+    show_support
+        Write the bootstrap support (``uns[key]["branch_support"]``, from
+        ``sks.tl.branch_support``) next to each branch point and leaf, as a
+        number in [0, 1]. ``None`` (default) writes it when it is present.
     edge_color
         Colour of edges and nodes.
     edge_width
@@ -97,6 +110,8 @@ def tree(
     else ``None``.
     """
     graph = read_graph(adata, key)
+    support = _support(adata.uns[key], graph, show_support)
+    gap_edges = _gap_edges(adata.uns[key], graph)
     space = graph.space if basis is None else resolve_basis(adata, basis)
     if space == graph.space:
         coordinates = cell_coordinates(adata, graph)
@@ -122,7 +137,10 @@ def tree(
         scatter_kwargs={"size": size, **kwargs},
     )
     _draw_graph(ax, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
-                show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width)
+                show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
+                gap_edges=gap_edges)
+    if support is not None:
+        _draw_support(ax, nodes, drawn, *support, color=edge_color)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
@@ -148,23 +166,87 @@ def _nodes_in_basis(adata: AnnData, graph: StoredGraph, coordinates: np.ndarray)
     return nodes, drawn
 
 
+def _support(entry, graph: StoredGraph, show_support: bool | None):
+    """(node ids, supports) to write next to the nodes, or None."""
+    stored = entry.get("branch_support")
+    if show_support is False or (show_support is None and stored is None):
+        return None
+    if stored is None:
+        raise KeyError(
+            f"show_support=True, but adata.uns[{graph.key!r}] has no 'branch_support'; "
+            f"run sks.tl.branch_support(adata, {graph.key!r}) first."
+        )
+    ids = np.concatenate([np.asarray(stored["branch_points"], dtype=np.intp).ravel(),
+                          np.asarray(stored["leaves"], dtype=np.intp).ravel()])
+    values = np.concatenate([np.asarray(stored["branch_point_support"], dtype=float).ravel(),
+                             np.asarray(stored["leaf_support"], dtype=float).ravel()])
+    if ids.size != values.size or ((ids < 0) | (ids >= graph.n_nodes)).any():
+        raise ValueError(
+            f"adata.uns[{graph.key!r}]['branch_support'] does not fit the stored graph ({graph.n_nodes} nodes); "
+            f"rerun sks.tl.branch_support(adata, {graph.key!r})."
+        )
+    return ids, values
+
+
+def _gap_edges(entry, graph: StoredGraph) -> np.ndarray:
+    """``uns[key]["gap_edges"]`` as an E × 2 array of valid node pairs (empty when absent)."""
+    if "gap_edges" not in entry:
+        return np.empty((0, 2), dtype=np.intp)
+    pairs = np.asarray(entry["gap_edges"])
+    if pairs.size == 0:
+        return np.empty((0, 2), dtype=np.intp)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer) or (
+        (pairs < 0) | (pairs >= graph.n_nodes)
+    ).any():
+        raise ValueError(
+            f"adata.uns[{graph.key!r}]['gap_edges'] must be an E × 2 integer array of node indices in "
+            f"[0, {graph.n_nodes - 1}]; got shape {pairs.shape}, dtype {pairs.dtype}."
+        )
+    return pairs.astype(np.intp)
+
+
+def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarray, values: np.ndarray, *,
+                  color: str) -> None:
+    """Each support as a small number up and to the right of its node."""
+    for node, value in zip(ids.tolist(), values.tolist()):
+        if not drawn[node]:
+            continue
+        ax.annotate(
+            f"{value:.2f}", xy=(nodes[node, 0], nodes[node, 1]), xytext=(4, 4), textcoords="offset points",
+            fontsize="x-small", color=color, zorder=7, gid=SUPPORT_GID,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7},
+        )
+
+
 def _draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
-                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float) -> None:
-    """Edges, nodes, root and branch points on top of the cells, with a legend."""
+                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float,
+                gap_edges: np.ndarray) -> None:
+    """Edges (gap edges dashed), nodes, root and branch points on top of the cells, with a legend."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
     # explicitly stored zeros are not edges either.
     keep = (upper.data != 0) & drawn[upper.row] & drawn[upper.col]
+    gaps = np.unique(np.sort(gap_edges, axis=1), axis=0)
+    gaps = gaps[(gaps[:, 0] != gaps[:, 1]) & drawn[gaps[:, 0]] & drawn[gaps[:, 1]]]
+    if gaps.size:  # drawn dashed below, not solid here
+        n = graph.n_nodes
+        keep &= ~np.isin(upper.row.astype(np.int64) * n + upper.col, gaps[:, 0].astype(np.int64) * n + gaps[:, 1])
     segments = np.stack([nodes[upper.row[keep]], nodes[upper.col[keep]]], axis=1)
     # zorder above scanpy's cells so the skeleton stays visible in dense regions.
     edges = LineCollection(segments, colors=edge_color, linewidths=edge_width, zorder=3)
     edges.set_gid(EDGES_GID)
     ax.add_collection(edges, autolim=True)
-    ax.autoscale_view()
 
     marker_size = max(4.0 * edge_width, 2.0)
     handles = [Line2D([], [], color=edge_color, linewidth=edge_width, marker="o" if show_nodes else None,
                       markersize=marker_size ** 0.5 * 1.5, label=f"{graph.key} graph")]
+    if gaps.size:
+        dashed = LineCollection(np.stack([nodes[gaps[:, 0]], nodes[gaps[:, 1]]], axis=1), colors=edge_color,
+                                linewidths=edge_width, linestyles="--", zorder=3)
+        dashed.set_gid(GAP_EDGES_GID)
+        ax.add_collection(dashed, autolim=True)
+        handles.append(Line2D([], [], color=edge_color, linewidth=edge_width, linestyle="--", label="gap edge"))
+    ax.autoscale_view()
     if show_nodes:
         ax.scatter(nodes[drawn, 0], nodes[drawn, 1], s=marker_size * 3, c=edge_color, linewidths=0, zorder=4)
 

@@ -7,10 +7,12 @@ from ._fsl import fsl
 from ._mpme import mpme
 from ._rpg import rpg, rpg_l1
 from ._spl import spl
+from ._support import branch_support
 from ._trajectory import path, pseudotime, root
 from ._trends import branch_test, trends
 
 __all__ = [
+    "branch_support",
     "branch_test",
     "convex_embedding",
     "ddrtree",

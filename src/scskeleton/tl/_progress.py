@@ -38,6 +38,25 @@ class SolverRun:
         logg.info(f"    finished ({summary})", time=self.start, deep="added\n    " + ", ".join(written))
 
 
+#: Set inside :func:`quiet`: solvers show no progress bar and log nothing.
+_QUIET = False
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Run learners without their log lines and progress bars (e.g. the refits of
+    ``tl.branch_support``, which shows one bar over the rounds instead)."""
+    global _QUIET
+    import scanpy as sc
+
+    previous, verbosity = _QUIET, sc.settings.verbosity
+    _QUIET, sc.settings.verbosity = True, 0
+    try:
+        yield
+    finally:
+        _QUIET, sc.settings.verbosity = previous, verbosity
+
+
 @contextmanager
 def solver_run(
     name: str,
@@ -55,7 +74,7 @@ def solver_run(
     ``dense`` (N × N) solvers limit the BLAS threads (:func:`dense_solver_threads`)."""
     n_cells, n_features = shape
     start = logg.info(f"computing {name}{detail} on {use_rep} ({n_cells} cells × {n_features} {features})")
-    bar = tqdm(total=maxiter, desc=name, disable=size < LONG_RUN, leave=False)
+    bar = tqdm(total=maxiter, desc=name, disable=_QUIET or size < LONG_RUN, leave=False)
 
     def callback(iteration: int, objective: float) -> None:
         bar.update(1)

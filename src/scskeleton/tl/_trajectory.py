@@ -150,7 +150,7 @@ def _node_indices(node, n_nodes: int) -> np.ndarray:
     return np.asarray(values, dtype=np.intp)
 
 
-def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
+def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None, min_support: float = 0.0) -> None:
     """Geodesic pseudotime, branch points, leaves and segments of a stored graph.
 
     Every cell is projected onto the graph (its nearest node, then the closest
@@ -171,7 +171,12 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
         Key of the graph, e.g. ``"ddrtree"``.
     min_branch_nodes
         Terminal branches with fewer nodes are pruned from the topology; 0 or 1
-        keeps every branch. Default 3.
+        keeps every branch. ``None``: 0 for trees the learner already pruned
+        (``tl.ddrtree`` and ``tl.rpg`` with ``prune=True``, whose remaining
+        branches all stand out of the noise), else 3.
+    min_support
+        Terminal branches whose leaf has bootstrap support below this
+        (``tl.branch_support``) are pruned the same way. Default 0 keeps all.
 
     Returns
     -------
@@ -194,11 +199,16 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
             f"The graph {key!r} has no root. Choose one first with "
             f"sks.tl.root(adata, {key!r}, group=(...)) or node=/cell=/obs_min=."
         )
+    if min_branch_nodes is None:
+        min_branch_nodes = 0 if adata.uns[key].get("params", {}).get("prune", False) else 3
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
+    drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
     start = logg.info(f"computing pseudotime on {key!r}")
     projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
     times = core.pseudotime(projection, graph.adjacency, graph.nodes, graph.roots)
-    shape = core.topology(graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=min_branch_nodes)
+    shape = core.topology(
+        graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=min_branch_nodes, drop_leaves=drop_leaves
+    )
     if np.isnan(times).any():
         logg.warning(
             f"{int(np.isnan(times).sum())} cells lie in a connected component of {key!r} "
@@ -223,6 +233,18 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int = 3) -> None:
             f"uns[{key!r}]['branch_points', 'leaves', 'segments']"
         ),
     )
+
+
+def _unsupported_leaves(entry, min_support) -> np.ndarray:
+    """Leaves whose support (``tl.branch_support``) is below ``min_support``."""
+    if not isinstance(min_support, (int, float)) or isinstance(min_support, bool) or not 0 <= min_support <= 1:
+        raise ValueError(f"min_support must be a number in [0, 1]; got {min_support!r}.")
+    if min_support <= 0:
+        return np.empty(0, dtype=np.intp)
+    if "branch_support" not in entry:
+        raise KeyError("min_support needs branch support: run sks.tl.branch_support(adata, key) first.")
+    support = entry["branch_support"]
+    return np.asarray(support["leaves"])[np.asarray(support["leaf_support"]) < min_support]
 
 
 def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
