@@ -24,12 +24,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
+from scipy.sparse import csgraph
 
 from .graphs import edge_list
 from .trajectory import GraphProjection, project_onto_graph
 
 #: An edge whose empty stretch exceeds this many noise widths bridges a gap.
-MIN_GAP = 4.0
+MIN_GAP = 8.0
+#: A gap edge must leave at least this share of the cells on either side of it.
+MIN_SIDE = 0.02
 #: Fewer cells than this at an edge's two ends give no width of their own.
 MIN_WIDTH_CELLS = 5
 
@@ -96,7 +99,34 @@ def gap_edges(
     typical = float(np.nanmedian(width)) if np.isfinite(width).any() else 0.0
     width = np.fmax(width, typical)
     score = np.divide(gap, width, out=np.zeros(n_edges), where=width > 0)
+    # a gap that cuts off a handful of cells is an outlier, not a separate cluster
+    side = _smaller_side(adjacency, edges, np.bincount(start, minlength=nodes.shape[0]))
+    score[side < MIN_SIDE * start.size] = 0.0
     return GapEdges(edges=edges, score=score, flagged=score > min_gap)
+
+
+def _smaller_side(adjacency: sparse.spmatrix, edges: np.ndarray, mass: np.ndarray) -> np.ndarray:
+    """For each edge of a forest, the cells on the smaller side of it (inf for an edge on a cycle)."""
+    n_nodes = mass.size
+    parent = np.full(n_nodes, -1, dtype=np.intp)
+    subtree = mass.astype(float).copy()
+    component_mass = np.zeros(n_nodes)
+    seen = np.zeros(n_nodes, dtype=bool)
+    for first in range(n_nodes):
+        if seen[first]:
+            continue
+        order, predecessor = csgraph.breadth_first_order(adjacency, first, directed=False, return_predecessors=True)
+        seen[order] = True
+        for node in order[::-1][:-1]:  # leaves first; the start node has no parent
+            subtree[predecessor[node]] += subtree[node]
+        parent[order[1:]] = predecessor[order[1:]]
+        component_mass[order] = subtree[first]
+    side = np.full(edges.shape[0], np.inf)
+    for e, (u, v) in enumerate(edges):
+        child = v if parent[v] == u else (u if parent[u] == v else -1)
+        if child >= 0:  # tree edge (on a cycle neither end is the other's parent for every edge)
+            side[e] = min(subtree[child], component_mass[child] - subtree[child])
+    return side
 
 
 def _lookup(edges: np.ndarray, low: np.ndarray, high: np.ndarray, n_nodes: int) -> np.ndarray:

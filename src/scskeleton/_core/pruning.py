@@ -25,7 +25,9 @@ A branch is also spurious when it holds less than ``min_mass`` of the cells, and
 never when it holds more than :data:`MAX_PRUNED_MASS` (a chain of nodes through a
 whole cluster of clustered data can score low, but it is no stub).
 
-Branches are removed one at a time, the least extended first, because removing
+Before that, leaf nodes holding fewer cells than a quarter of an average node's are
+trimmed (repeatedly): k-means seeding puts nodes on outlying cells, and the tree then
+reaches out to them. Branches are removed one at a time, the least extended first, because removing
 one changes its neighbours' attachments (a ball of cells at a tip grows a star of
 stubs: all but the most extended arm go). Every step works on a few rows: cells
 are handled through their nearest node, at most ``max_cells`` of them per branch.
@@ -45,6 +47,8 @@ from .graphs import symmetrize
 MIN_EXTENSION = 3.0
 #: Default smallest share of the cells a terminal branch must hold.
 MIN_MASS = 0.01
+#: A leaf node holding fewer cells than this share of an average node's is trimmed first.
+SPARSE_LEAF = 0.25
 #: A terminal branch holding more than this share of the cells is structure, never a stub:
 #: on clustered data a long chain of nodes through a whole cluster can score low.
 MAX_PRUNED_MASS = 0.1
@@ -65,7 +69,7 @@ class PrunedTree:
     adjacency
         The pruned tree over the kept nodes only (re-indexed, K' × K').
     removed_branches
-        Number of terminal branches removed.
+        Number of terminal branches removed, counting each outlying leaf node trimmed.
     extension, mass
         For every terminal branch of the pruned tree (by leaf, in the original
         node numbering): its extension e(β) and share of the cells.
@@ -132,6 +136,23 @@ def prune_tree(
     keep = np.ones(n_nodes, dtype=bool)
     n_points = points.shape[0]
     removed = 0
+    # leaves that hold almost no cells: nodes the seeding put on outlying cells, which stretch
+    # an end of the tree out to them (and with it pseudotime, and a "gap" edge)
+    counts = np.bincount(labels, minlength=n_nodes)
+    sparse_leaf = SPARSE_LEAF * n_points / n_nodes
+    while keep.sum() > 2:
+        outliers = [k for k in np.flatnonzero(keep) if len(neighbours[k]) == 1 and counts[k] < sparse_leaf
+                    and k not in protected]
+        if not outliers:
+            break
+        for node in outliers:
+            (hub,) = neighbours[node]
+            neighbours[hub].discard(node)
+            neighbours[node].clear()
+            keep[node] = False
+            counts[hub] += counts[node]
+            labels[labels == node] = hub
+        removed += len(outliers)
     while True:
         branches = _terminal_branches(neighbours)
         if not branches:
