@@ -2,9 +2,11 @@
 
 from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch
+from ._dla import dla_tree
 from ._expression import branching_expression
 from ._manifolds import sine_surface, swiss_roll
 from ._shapes import circle, distorted_s, moons, spiral, three_clusters
+from ._simulate import simulate_trajectory
 from ._structures import blobs, line_and_circle, noisy_moons
 
 __all__ = [
@@ -13,10 +15,12 @@ __all__ = [
     "branching_expression",
     "circle",
     "distorted_s",
+    "dla_tree",
     "krumsiek11",
     "line_and_circle",
     "moons",
     "noisy_moons",
+    "simulate_trajectory",
     "sine_surface",
     "spiral",
     "swiss_roll",
