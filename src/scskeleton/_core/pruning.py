@@ -54,6 +54,8 @@ SPARSE_LEAF = 0.25
 MAX_PRUNED_MASS = 0.1
 #: The tube around an attachment reaches this many edges along the rest of the tree.
 TUBE_STEPS = 2
+#: ... and further while it holds fewer cells than this.
+MIN_TUBE_CELLS = 20
 #: Quantile of the branch cells' offsets compared with the noise width.
 OUT_QUANTILE = 0.75
 
@@ -234,12 +236,15 @@ def _spread(indices: np.ndarray, limit: int) -> np.ndarray:
 def _extension(points, nodes, neighbours, members, branch, hub, max_cells) -> float:
     """e(β) of one terminal branch (module docstring)."""
     branch_set = set(branch)
-    # local part of T': the hub and the nodes within two edges of it, away from the branch
+    # local part of T': the hub and the nodes within two edges of it, away from the branch,
+    # reaching further while they hold too few cells to measure a spread (empty nodes)
     local = {hub}
     frontier = [hub]
-    for _ in range(TUBE_STEPS):
+    steps = 0
+    while frontier and (steps < TUBE_STEPS or sum(members[k].size for k in local) < MIN_TUBE_CELLS):
         frontier = [o for here in frontier for o in neighbours[here] if o not in branch_set and o not in local]
         local.update(frontier)
+        steps += 1
     edges = np.array(
         sorted({(min(u, v), max(u, v)) for u in local for v in neighbours[u] if v not in branch_set}), dtype=np.intp
     ).reshape(-1, 2)
