@@ -11,9 +11,9 @@ from scskeleton.cli import main
 def test_demo_writes_outputs_and_summary(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path), "--n-cells", "600"]) == 0
     printed = capsys.readouterr().out
-    assert "branch points" in printed and "Spearman" in printed
+    assert "branch points" in printed and "Spearman" in printed and "branch support" in printed
     adata = anndata.read_h5ad(tmp_path / "demo.h5ad")
-    assert "ddrtree_pseudotime" in adata.obs
+    assert "rpg_pseudotime" in adata.obs and "branch_support" in adata.uns["rpg"]
     assert (tmp_path / "tree.png").stat().st_size > 0
 
 

@@ -18,10 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="run the whole workflow on generated branching data")
+    demo = commands.add_parser("demo", help="run the whole workflow on simulated UMI counts of a branching trajectory")
     demo.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder (default: demo_out)")
     demo.add_argument("--n-cells", type=int, default=2000, help="number of cells (default: 2000)")
-    demo.add_argument("--n-leaves", type=int, default=3, help="number of tips besides the root (default: 3)")
+    demo.add_argument("--n-leaves", type=int, default=3, help="number of fates, tips besides the root (default: 3)")
     demo.add_argument("--random-state", type=int, default=0)
 
     fit = commands.add_parser("fit", help="fit a graph to an .h5ad file and write the result")
@@ -57,25 +57,32 @@ def _demo(args) -> int:
     from . import datasets, pl, tl
 
     args.out.mkdir(parents=True, exist_ok=True)
-    adata = datasets.branching(args.n_cells, n_leaves=args.n_leaves, random_state=args.random_state)
-    sc.pp.pca(adata, n_comps=min(20, adata.n_vars - 1), random_state=args.random_state)
-    # R's default of 20 iterations stops just short of tol=1e-3 on these data
-    tl.ddrtree(adata, maxiter=50, random_state=args.random_state)
-    tl.root(adata, "ddrtree", group=("true_branch", "trunk"))
-    tl.pseudotime(adata, "ddrtree")
+    # UMI counts from gene programs along a random tree, through the standard scanpy preprocessing
+    adata = datasets.simulate_trajectory(args.n_cells, n_fates=args.n_leaves, random_state=args.random_state)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable", random_state=args.random_state)
+    tl.rpg(adata, random_state=args.random_state)
+    tl.root(adata, "rpg", obs_min="true_pseudotime")
+    tl.pseudotime(adata, "rpg")
+    tl.branch_support(adata, "rpg", n_boot=10, random_state=args.random_state)
 
-    entry = adata.uns["ddrtree"]
-    rho = spearmanr(adata.obs["ddrtree_pseudotime"], adata.obs["true_pseudotime"])[0]
-    ari = adjusted_rand_score(adata.obs["true_branch"], adata.obs["ddrtree_segment"])
+    entry = adata.uns["rpg"]
+    rho = spearmanr(adata.obs["rpg_pseudotime"], adata.obs["true_pseudotime"])[0]
+    ari = adjusted_rand_score(adata.obs["true_branch"], adata.obs["rpg_segment"])
+    support = entry["branch_support"]["branch_point_support"]
     h5ad, png = args.out / "demo.h5ad", args.out / "tree.png"
     adata.write_h5ad(h5ad)
-    pl.tree(adata, "ddrtree", color="ddrtree_pseudotime", save=png, show=False)
+    pl.tree(adata, "rpg", basis="X_pca", color="rpg_pseudotime", save=png, show=False)
 
-    print("scskeleton demo: DDRTree on generated branching data")
-    print(f"  cells                  {adata.n_obs} ({adata.n_vars} features, {args.n_leaves} true tips)")
+    print("scskeleton demo: principal tree (tl.rpg, defaults) on simulated UMI counts")
+    print(f"  cells                  {adata.n_obs} ({adata.n_vars} genes, {args.n_leaves} true fates)")
     print(f"  tree nodes             {entry['nodes'].shape[0]}")
     print(f"  iterations             {entry['n_iter']} (converged: {entry['converged']})")
     print(f"  branch points          {len(entry['branch_points'])} (true: {args.n_leaves - 1})")
+    print(f"  branch support         {', '.join(f'{v:.2f}' for v in support) or '-'} (share of 10 refits on 80 % of the cells)")
+    print(f"  gap edges              {len(entry['gap_edges'])} (edges that bridge separate clusters)")
     print(f"  pseudotime Spearman    {rho:.3f} against the true pseudotime")
     print(f"  segment ARI            {ari:.3f} against the true branches")
     print(f"  wrote                  {h5ad} and {png}")

@@ -115,7 +115,7 @@ def default_n_centers(n_cells: int) -> int:
     return int(min(max(n_cells // CELLS_PER_NODE, min(n_cells, MIN_NODES)), monocle))
 
 
-def default_n_components(gram: np.ndarray, *, ratio: float = NOISE_RATIO, most: int = MAX_COMPONENTS) -> int:
+def default_n_components(gram: np.ndarray, *, ratio: float | None = None, most: int = MAX_COMPONENTS) -> int:
     """Latent dimension d used when none is given: the number of directions of
     the centred data whose variance stands out of the noise.
 
@@ -127,6 +127,7 @@ def default_n_components(gram: np.ndarray, *, ratio: float = NOISE_RATIO, most: 
     eigenvalue stands for the noise level because a representation such as
     ``X_pca`` keeps more components than there are directions of signal.
     """
+    ratio = NOISE_RATIO if ratio is None else ratio
     eigenvalues = linalg.eigvalsh(gram)
     floor = float(np.median(eigenvalues))
     count = int(np.sum(eigenvalues > ratio * floor)) if floor > 0 else gram.shape[0]
@@ -157,7 +158,7 @@ def ddrtree(
     gamma: float = 10.0,
     lam: float | None = None,
     maxiter: int = 100,
-    tol: float = 1e-4,
+    tol: float = 1e-3,
     random_state: int = 0,
     prune: bool = False,
     min_branch_extension: float = MIN_EXTENSION,

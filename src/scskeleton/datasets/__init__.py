@@ -5,7 +5,7 @@ from ._bundled import krumsiek11, toggleswitch
 from ._dla import dla_tree
 from ._expression import branching_expression
 from ._manifolds import sine_surface, swiss_roll
-from ._shapes import circle, distorted_s, moons, spiral, three_clusters
+from ._shapes import circle, distorted_s, moons, spiral, three_clusters, toy_tree
 from ._simulate import simulate_trajectory
 from ._structures import blobs, line_and_circle, noisy_moons
 
@@ -26,4 +26,5 @@ __all__ = [
     "swiss_roll",
     "three_clusters",
     "toggleswitch",
+    "toy_tree",
 ]

@@ -71,6 +71,29 @@ def spiral(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) ->
     return _wrap(points + noise * rng.standard_normal(points.shape), {"true_position": t}, "spiral")
 
 
+def toy_tree(n_cells: int = 300, *, noise: float = 0.05, random_state: int = 0) -> AnnData:
+    """A planar tree with two branch points (the RPG paper's "tree" set, §6.1 and Table 1).
+
+    A trunk of unit length forks at ±50° into two branches, one of which forks
+    again: 2 branch points, 3 tips besides the root, 5 unit-length branches.
+    Points are spread uniformly along the branches with Gaussian noise of
+    standard deviation ``noise``. ``obs["true_pseudotime"]`` (distance from the
+    root along the tree) and ``obs["true_branch"]`` (categorical).
+    """
+    from ._branching import _skeleton
+
+    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    starts, directions, start_times, names = _skeleton(3)
+    segment = np.sort(rng.integers(len(names), size=n_cells))
+    position = rng.uniform(0.0, 1.0, n_cells)
+    points = starts[segment] + position[:, None] * directions[segment]
+    truth = {
+        "true_pseudotime": start_times[segment] + position,
+        "true_branch": pd.Categorical.from_codes(segment, categories=names),
+    }
+    return _wrap(points + noise * rng.standard_normal(points.shape), truth, "toy_tree")
+
+
 def _start(n_cells, noise, random_state):
     n_cells = check_integer("n_cells", n_cells, low=3)
     noise = check_positive("noise", noise, allow_zero=True)

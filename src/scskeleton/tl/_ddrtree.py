@@ -23,7 +23,7 @@ def ddrtree(
     gamma: float = 10.0,
     lam: float | None = None,
     maxiter: int = 100,
-    tol: float = 1e-4,
+    tol: float = 1e-3,
     prune: bool = True,
     min_branch_extension: float = 3.0,
     min_branch_fraction: float = 0.01,
@@ -53,7 +53,7 @@ def ddrtree(
     n_components
         d, dimension of the latent space in which the tree is learned (≤ the
         number of features). ``None``: the number of directions of
-        ``use_rep`` whose variance exceeds three times the median eigenvalue
+        ``use_rep`` whose variance exceeds twice the median eigenvalue
         of its covariance (the noise level), between 2 and 10. Two dimensions,
         the paper's and Monocle 2's choice, cannot hold a tree whose branches
         leave in more directions (krumsiek11's four lineages merge in pairs);

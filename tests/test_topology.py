@@ -1,0 +1,212 @@
+"""Default parameters recover the topology: pruning, gap edges, roots (issue: trees a biologist can trust)."""
+
+import io
+
+import numpy as np
+import pytest
+import scanpy as sc
+from scipy import sparse
+from scipy.stats import spearmanr
+
+import scskeleton as sks
+from scskeleton._core.gaps import bridging_edges
+from scskeleton._core.graphs import degrees, minimum_spanning_tree
+from scskeleton._core.pruning import prune_tree
+
+
+@pytest.fixture
+def scanpy_log():
+    """What scanpy's logging writes (warnings and up), as a string buffer."""
+    stream, previous, verbosity = io.StringIO(), sc.settings.logfile, sc.settings.verbosity
+    sc.settings.logfile, sc.settings.verbosity = stream, 1
+    yield stream
+    sc.settings.logfile, sc.settings.verbosity = previous, verbosity
+
+
+def _n_branch_points(adata, key):
+    return int((degrees(adata.uns[key]["adjacency"]) >= 3).sum())
+
+
+def _preprocessed(n_cells, n_fates, seed):
+    adata = sks.datasets.simulate_trajectory(n_cells, n_fates=n_fates, random_state=seed)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+    return adata
+
+
+# --- the pruning itself, on hand-made trees ---------------------------------------------
+
+
+def _line_with_side(side_length, n_per_node=30, noise=0.1, seed=0):
+    """Cells along a straight line of 11 nodes plus a side branch at the middle node."""
+    rng = np.random.default_rng(seed)
+    backbone = np.column_stack([np.linspace(0, 10, 11), np.zeros(11), np.zeros(11)])
+    n_side = max(1, int(round(side_length)))
+    side = np.column_stack([np.full(n_side, 5.0), np.linspace(side_length / n_side, side_length, n_side), np.zeros(n_side)])
+    nodes = np.vstack([backbone, side])
+    points = np.repeat(nodes, n_per_node, axis=0) + noise * rng.standard_normal((nodes.shape[0] * n_per_node, 3))
+    return points, nodes, minimum_spanning_tree(nodes)
+
+
+def test_a_real_side_branch_is_kept():
+    points, nodes, tree = _line_with_side(3.0)
+    result = prune_tree(points, nodes, tree)
+    assert result.removed_branches == 0 and (degrees(result.adjacency) >= 3).sum() == 1
+    assert result.extension.min() > 10
+
+
+def test_a_stub_inside_the_noise_is_removed_and_its_cells_counted():
+    # a one-node stub only 1.2 noise widths out of the line
+    rng = np.random.default_rng(1)
+    points, nodes, _ = _line_with_side(1.0, noise=0.5)
+    nodes[-1] = [5.0, 0.6, 0.0]
+    points = np.vstack([points[: 11 * 30], nodes[-1] + 0.3 * rng.standard_normal((15, 3))])
+    tree = minimum_spanning_tree(nodes)
+    assert (degrees(tree) >= 3).sum() == 1
+    result = prune_tree(points, nodes, tree)
+    assert result.removed_branches == 1 and not result.keep[-1]
+    assert (degrees(result.adjacency) >= 3).sum() == 0 and result.adjacency.shape == (11, 11)
+
+
+def test_a_leaf_node_on_one_outlying_cell_is_trimmed():
+    points, nodes, _ = _line_with_side(3.0)
+    outlier = np.array([[-8.0, 0.0, 0.0]])
+    nodes = np.vstack([nodes, outlier])
+    points = np.vstack([points, outlier])
+    result = prune_tree(points, nodes, minimum_spanning_tree(nodes))
+    assert not result.keep[-1] and result.keep[:-1].all()
+
+
+def test_gap_edges_flag_the_bridge_between_clusters_only():
+    rng = np.random.default_rng(0)
+    blob = lambda centre: centre + 0.3 * rng.standard_normal((300, 2))  # noqa: E731
+    points = np.vstack([blob([0.0, 0.0]), blob([10.0, 0.0])])
+    nodes = np.vstack([blob([0.0, 0.0])[:15], blob([10.0, 0.0])[:15]])
+    tree = minimum_spanning_tree(nodes)
+    flagged = bridging_edges(points, nodes, tree)
+    assert flagged.shape == (1, 2)
+    assert {int(flagged[0, 0]) < 15, int(flagged[0, 1]) < 15} == {True, False}
+    # a continuous line of cells, however uneven, has no gap
+    t = np.concatenate([rng.uniform(0, 2, 500), rng.uniform(2, 10, 60)])
+    line = np.column_stack([t, 0.1 * rng.standard_normal(t.size)])
+    line_nodes = np.column_stack([np.linspace(0, 10, 25), np.zeros(25)])
+    assert bridging_edges(line, line_nodes, minimum_spanning_tree(line_nodes)).size == 0
+
+
+# --- defaults on data ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rpg_toy_tree_has_two_branch_points(method, seed):
+    adata = sks.datasets.toy_tree(random_state=seed)
+    getattr(sks.tl, method)(adata)
+    sks.tl.root(adata, method, obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, method)
+    assert len(adata.uns[method]["branch_points"]) == 2
+    assert spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0] >= 0.98
+
+
+@pytest.mark.parametrize("shape", ["spiral", "distorted_s"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rpg_curves_have_no_branch_point(shape, seed):
+    adata = getattr(sks.datasets, shape)(random_state=seed)
+    sks.tl.rpg(adata)
+    assert _n_branch_points(adata, "rpg") == 0
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_toggleswitch_has_one_fork(method):
+    adata = sks.datasets.toggleswitch()
+    adata.obsm["X_pca"] = np.asarray(adata.X, dtype=float)
+    getattr(sks.tl, method)(adata)
+    assert _n_branch_points(adata, method) == 1
+
+
+def test_krumsiek11_four_fates_on_four_tips_with_rpg():
+    adata = sks.datasets.krumsiek11()
+    sc.pp.pca(adata, n_comps=10)
+    sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", group=("cell_type", "progenitor"))
+    sks.tl.pseudotime(adata, "rpg")
+    entry = adata.uns["rpg"]
+    tips = set(int(k) for k in entry["leaves"]) - {int(entry["root"])}
+    dominant = []
+    for name, path in entry["segments"].items():
+        if int(path[-1]) in tips:
+            cells = adata.obs.loc[adata.obs["rpg_segment"] == name, "cell_type"]
+            dominant.append(cells.value_counts().index[0])
+    assert sorted(dominant) == ["Ery", "Mk", "Mo", "Neu"]
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+@pytest.mark.parametrize("n_fates, seed", [(3, 0), (4, 1), (5, 2)])
+def test_simulated_counts_give_the_true_number_of_branch_points(method, n_fates, seed):
+    adata = _preprocessed(1000, n_fates, seed)
+    getattr(sks.tl, method)(adata)
+    sks.tl.root(adata, method, obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, method)
+    assert len(adata.uns[method]["branch_points"]) == n_fates - 1
+    assert spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0] >= 0.93
+    assert len(adata.uns[method]["gap_edges"]) == 0  # a connected tree: no warning
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_separate_clusters_raise_the_gap_warning(method, scanpy_log):
+    adata = sks.datasets.blobs(1000, n_centers=5, n_dims=30, cluster_std=1.0, random_state=0)
+    getattr(sks.tl, method)(adata)
+    assert len(adata.uns[method]["gap_edges"]) >= 4  # every bridge between the 5 clusters
+    assert "rpg_l1" in scanpy_log.getvalue() and "gap" in scanpy_log.getvalue()
+
+
+def test_dla_tree_pseudotime_in_50_dimensions():
+    adata = sks.datasets.dla_tree(2000, random_state=0)
+    sc.pp.pca(adata, n_comps=30)
+    for method in ("rpg", "ddrtree"):
+        getattr(sks.tl, method)(adata)
+        sks.tl.root(adata, method, obs_min="true_pseudotime")
+        sks.tl.pseudotime(adata, method)
+        assert spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0] >= 0.97
+    assert adata.uns["ddrtree"]["params"]["n_components"] > 2  # chosen from the data
+
+
+def test_root_inside_the_tree_warns_and_names_the_nearest_tip(scanpy_log):
+    adata = sks.datasets.toy_tree(random_state=0)
+    sks.tl.rpg(adata)
+    inner = int(np.flatnonzero(degrees(adata.uns["rpg"]["adjacency"]) == 2)[0])
+    sks.tl.root(adata, "rpg", node=inner)
+    assert "not a tip" in scanpy_log.getvalue() and "node=" in scanpy_log.getvalue()
+    scanpy_log.seek(0)
+    scanpy_log.truncate()
+    sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
+    assert "not a tip" not in scanpy_log.getvalue()
+    assert degrees(adata.uns["rpg"]["adjacency"])[adata.uns["rpg"]["root"]] == 1
+
+
+def test_root_reads_a_few_rows_of_a_dense_assignment_without_converting_it():
+    from scskeleton._schema import cell_assignment
+
+    adata = sks.datasets.toy_tree(random_state=0)
+    sks.tl.rpg(adata)
+    adata.obsm["rpg_assignment"] = adata.obsm["rpg_assignment"].toarray()  # as stored for large sigma
+    # the stored N × K array itself, not a CSR copy (10⁶ × 10³ dense is 8 GB; a copy would not fit)
+    assert cell_assignment(adata, "rpg") is adata.obsm["rpg_assignment"]
+    sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
+    assert degrees(adata.uns["rpg"]["adjacency"])[adata.uns["rpg"]["root"]] == 1
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_defaults_are_reproducible_and_survive_h5ad(method, tmp_path):
+    import anndata
+
+    first, second = sks.datasets.toy_tree(random_state=3), sks.datasets.toy_tree(random_state=3)
+    getattr(sks.tl, method)(first)
+    getattr(sks.tl, method)(second)
+    np.testing.assert_array_equal(first.uns[method]["nodes"], second.uns[method]["nodes"])
+    np.testing.assert_array_equal(first.uns[method]["gap_edges"], second.uns[method]["gap_edges"])
+    first.write_h5ad(tmp_path / "a.h5ad")
+    back = anndata.read_h5ad(tmp_path / "a.h5ad")
+    np.testing.assert_array_equal(back.uns[method]["gap_edges"], first.uns[method]["gap_edges"])
+    assert back.uns[method]["params"]["prune"] is True or back.uns[method]["params"]["prune"] == 1
