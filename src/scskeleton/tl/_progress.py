@@ -8,13 +8,13 @@ the BLAS threads of dense solvers, and logs the end with what was written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 from scanpy import logging as logg
 
-from ._threads import dense_solver_threads
+from ._threads import dense_solver_threads, node_solver_threads
 
 try:  # notebook progress bars need ipywidgets; without it tqdm.auto warns on import
     import ipywidgets  # noqa: F401
@@ -70,8 +70,9 @@ def solver_run(
     features: str = "features",
 ) -> Iterator[SolverRun]:
     """Log "computing {name}{detail} on {use_rep} (N cells × D features)", show a
-    progress bar named ``name`` when ``size`` is at least :data:`LONG_RUN`, and for
-    ``dense`` (N × N) solvers limit the BLAS threads (:func:`dense_solver_threads`)."""
+    progress bar named ``name`` when ``size`` is at least :data:`LONG_RUN`, and limit
+    the BLAS threads of small problems (:func:`dense_solver_threads` for ``dense``
+    N × N solvers, :func:`node_solver_threads` for the others)."""
     n_cells, n_features = shape
     start = logg.info(f"computing {name}{detail} on {use_rep} ({n_cells} cells × {n_features} {features})")
     bar = tqdm(total=maxiter, desc=name, disable=_QUIET or size < LONG_RUN, leave=False)
@@ -81,7 +82,7 @@ def solver_run(
         bar.set_postfix(objective=f"{objective:.6g}", refresh=False)
 
     try:
-        with dense_solver_threads(n_cells) if dense else nullcontext():
+        with dense_solver_threads(n_cells) if dense else node_solver_threads(size):
             yield SolverRun(callback=callback, start=start)
     finally:
         bar.close()
