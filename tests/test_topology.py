@@ -210,3 +210,20 @@ def test_defaults_are_reproducible_and_survive_h5ad(method, tmp_path):
     back = anndata.read_h5ad(tmp_path / "a.h5ad")
     np.testing.assert_array_equal(back.uns[method]["gap_edges"], first.uns[method]["gap_edges"])
     assert back.uns[method]["params"]["prune"] is True or back.uns[method]["params"]["prune"] == 1
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(min_branch_extension=-1.0), "min_branch_extension"),
+        (dict(min_branch_extension=float("nan")), "min_branch_extension"),
+        (dict(min_branch_fraction=1.5), "min_branch_fraction"),
+    ],
+)
+def test_bad_pruning_thresholds_fail_early_and_leave_adata_unchanged(method, kwargs, fragment):
+    adata = sks.datasets.toy_tree(random_state=0)
+    before = set(adata.uns) | set(adata.obsm)
+    with pytest.raises(ValueError, match=fragment):
+        getattr(sks.tl, method)(adata, **kwargs)
+    assert set(adata.uns) | set(adata.obsm) == before

@@ -38,7 +38,7 @@ from .assign import CHUNK_ROWS, kmeans, soft_assignment
 from .embed import principal_directions
 from .graphs import laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
-from .pruning import MIN_EXTENSION, MIN_MASS, prune_tree
+from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from .validation import as_float_matrix, check_integer, check_positive
 
 
@@ -213,6 +213,7 @@ def ddrtree(
     gamma = check_positive("gamma", gamma, role="weight of the quantization term, eq. 31")
     lam = default_lam(n_cells) if lam is None else check_positive("lam", lam, role="weight of the tree length, eq. 31")
     maxiter = check_integer("maxiter", maxiter, low=1)
+    min_branch_extension, min_branch_fraction = check_pruning(min_branch_extension, min_branch_fraction)
     tol = check_positive("tol", tol, allow_zero=True)
     random_state = check_integer("random_state", random_state, low=0)
 

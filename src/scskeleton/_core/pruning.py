@@ -42,6 +42,7 @@ from scipy import sparse
 
 from .assign import CHUNK_ROWS, squared_distances
 from .graphs import symmetrize
+from .validation import check_positive
 
 #: Default threshold on the extension e(β) below which a terminal branch is noise.
 MIN_EXTENSION = 3.0
@@ -85,6 +86,17 @@ class PrunedTree:
     leaves: np.ndarray
     extension: np.ndarray
     mass: np.ndarray
+
+
+def check_pruning(min_extension, min_mass) -> tuple[float, float]:
+    """Validate the pruning thresholds (one place for every learner that prunes)."""
+    min_extension = check_positive(
+        "min_branch_extension", min_extension, allow_zero=True, role="noise widths a branch must stand out"
+    )
+    min_mass = check_positive("min_branch_fraction", min_mass, allow_zero=True, role="share of the cells, below 1")
+    if min_mass >= 1:
+        raise ValueError(f"min_branch_fraction must be below 1 (a share of the cells); got {min_mass!r}.")
+    return min_extension, min_mass
 
 
 def nearest_nodes(points: np.ndarray, nodes: np.ndarray, *, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:

@@ -31,7 +31,7 @@ from .assign import kmeans, soft_assignment, squared_distances
 from .ddrtree import default_n_centers
 from .graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
-from .pruning import MIN_EXTENSION, MIN_MASS, prune_tree
+from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from .validation import as_float_matrix, check_integer, check_positive
 
 GRAPHS = ("tree", "l1")
@@ -186,6 +186,7 @@ def rpg(
             "n_neighbors", n_neighbors, low=1, high=n_nodes - 1, role="candidate neighbours per node, fewer than K"
         )
     maxiter = check_integer("maxiter", maxiter, low=1)
+    min_branch_extension, min_branch_fraction = check_pruning(min_branch_extension, min_branch_fraction)
     tol = check_positive("tol", tol, allow_zero=True)
     random_state = check_integer("random_state", random_state, low=0)
 
