@@ -141,16 +141,29 @@ def test_krumsiek11_four_fates_on_four_tips_with_rpg():
     assert sorted(dominant) == ["Ery", "Mk", "Mo", "Neu"]
 
 
+#: 2–5 fates over eight seeds (held out from the tuning, which used seeds 0–3 at 1,000 cells
+#: only for a few fate counts); the benchmark (benchmarks/topology.py) runs 10 seeds × 4 × 2 sizes.
+SIMULATED = [(2 + seed % 4, seed) for seed in range(10, 18)]
+
+
+@pytest.fixture(scope="module")
+def simulated():
+    return [(n_fates, _preprocessed(1000, n_fates, seed)) for n_fates, seed in SIMULATED]
+
+
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
-@pytest.mark.parametrize("n_fates, seed", [(3, 0), (4, 1), (5, 2)])
-def test_simulated_counts_give_the_true_number_of_branch_points(method, n_fates, seed):
-    adata = _preprocessed(1000, n_fates, seed)
-    getattr(sks.tl, method)(adata)
-    sks.tl.root(adata, method, obs_min="true_pseudotime")
-    sks.tl.pseudotime(adata, method)
-    assert len(adata.uns[method]["branch_points"]) == n_fates - 1
-    assert spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0] >= 0.93
-    assert len(adata.uns[method]["gap_edges"]) == 0  # a connected tree: no warning
+def test_simulated_counts_give_the_true_number_of_branch_points(method, simulated):
+    exact, spearman = [], []
+    for n_fates, original in simulated:
+        adata = original.copy()
+        getattr(sks.tl, method)(adata)
+        sks.tl.root(adata, method, obs_min="true_pseudotime")
+        sks.tl.pseudotime(adata, method)
+        exact.append(len(adata.uns[method]["branch_points"]) == n_fates - 1)
+        spearman.append(spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0])
+        assert len(adata.uns[method]["gap_edges"]) == 0  # a connected tree: no warning
+    assert sum(exact) >= 6, exact  # ≥ 75 % here; the benchmark table reports the full rate
+    assert np.median(spearman) >= 0.95 and min(spearman) >= 0.85, spearman
 
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])

@@ -22,8 +22,10 @@ cells of a real branch of length ℓ reach ~ℓ along u while the tube spreads b
 noise's standard deviation in that one direction (e ≫ 3); the cells of a stub
 are the tube's own outliers on one side (e ≈ 1–3).
 A branch is also spurious when it holds less than ``min_mass`` of the cells, and
-never when it holds more than :data:`MAX_PRUNED_MASS` (a chain of nodes through a
-whole cluster of clustered data can score low, but it is no stub).
+never when it holds more than :data:`MAX_PRUNED_MASS` and scores at least
+:data:`MIN_PROTECTED_EXTENSION` (a chain of nodes through a whole cluster of
+clustered data can score low, but it is no stub; a chain that runs beside the
+rest of the tree, within two noise widths of it, is the tube split in two).
 
 Before that, leaf nodes holding fewer cells than a quarter of an average node's are
 trimmed (repeatedly): k-means seeding puts nodes on outlying cells, and the tree then
@@ -44,8 +46,10 @@ from .assign import CHUNK_ROWS, squared_distances
 from .graphs import symmetrize
 from .validation import check_positive
 
-#: Default threshold on the extension e(β) below which a terminal branch is noise.
-MIN_EXTENSION = 3.0
+#: Default threshold on the extension e(β) below which a terminal branch is noise. The cells
+#: nearest a stub node are the tube's own outliers on one side: with the heavy tails of
+#: log-normalised counts their upper quartile reaches 3–3.5 noise widths, a real branch's 6 and more.
+MIN_EXTENSION = 4.0
 #: Default smallest share of the cells a terminal branch must hold.
 MIN_MASS = 0.01
 #: A leaf node holding fewer cells than this share of an average node's is trimmed first.
@@ -53,6 +57,9 @@ SPARSE_LEAF = 0.25
 #: A terminal branch holding more than this share of the cells is structure, never a stub:
 #: on clustered data a long chain of nodes through a whole cluster can score low.
 MAX_PRUNED_MASS = 0.1
+#: ... unless it does not stand out even this far: a chain through a thick cluster or a
+#: progenitor blob that runs beside the rest of the tree is a split tube, not structure.
+MIN_PROTECTED_EXTENSION = 2.0
 #: The tube around an attachment reaches this many edges along the rest of the tree.
 TUBE_STEPS = 2
 #: ... and further while it holds fewer cells than this.
@@ -179,7 +186,8 @@ def prune_tree(
             scores.append((leaf, branch, hub, extension, mass))
         weak = [
             s for s in scores
-            if (s[4] < min_mass or (s[3] < min_extension and s[4] < MAX_PRUNED_MASS)) and not (protected & set(s[1]))
+            if (s[4] < min_mass or (s[3] < min_extension and (s[4] < MAX_PRUNED_MASS or s[3] < MIN_PROTECTED_EXTENSION)))
+            and not (protected & set(s[1]))
         ]
         if not weak:
             break

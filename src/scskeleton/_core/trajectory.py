@@ -27,13 +27,18 @@ class GraphProjection:
     The projection point of cell i is
     ``nodes[edge_start[i]] + fraction[i] * (nodes[edge_end[i]] - nodes[edge_start[i]])``.
     ``edge_start`` is the cell's nearest node; ``edge_end == edge_start`` for
-    cells whose nearest node has no edges.
+    cells whose nearest node has no edges. ``overhang`` is how far a cell whose
+    nearest node is a leaf lies beyond that leaf, along the leaf's edge (0 for
+    every other cell): the tree's ends fall short of the data's ends (the
+    length penalty pulls them in), and the cells out there are further along,
+    not tied at the leaf.
     """
 
     edge_start: np.ndarray
     edge_end: np.ndarray
     fraction: np.ndarray
     distance: np.ndarray
+    overhang: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ def project_onto_graph(points: np.ndarray, nodes: np.ndarray, adjacency: sparse.
     ends = np.empty(n_points, dtype=np.intp)
     fraction = np.empty(n_points)
     distance = np.empty(n_points)
+    overhang = np.zeros(n_points)
+    is_leaf = (table >= 0).sum(axis=1) == 1
     for lo in range(0, n_points, chunk):
         block = points[lo : lo + chunk]
         nearest = squared_distances(block, nodes).argmin(axis=1)
@@ -88,7 +95,12 @@ def project_onto_graph(points: np.ndarray, nodes: np.ndarray, adjacency: sparse.
         length2 = np.einsum("cmd,cmd->cm", direction, direction)
         offset = block - origin
         along = np.einsum("cmd,cd->cm", direction, offset)
-        t = np.clip(np.divide(along, length2, out=np.zeros_like(along), where=length2 > 0), 0.0, 1.0)
+        raw = np.divide(along, length2, out=np.zeros_like(along), where=length2 > 0)
+        t = np.clip(raw, 0.0, 1.0)
+        at_leaf = is_leaf[nearest]
+        if at_leaf.any():
+            # a leaf has one edge, in column 0 of the neighbour table
+            overhang[lo : lo + chunk][at_leaf] = np.maximum(-raw[at_leaf, 0], 0.0) * np.sqrt(length2[at_leaf, 0])
         residual = offset[:, None, :] - t[..., None] * direction
         dist2 = np.einsum("cmd,cmd->cm", residual, residual)
         dist2[~valid] = np.inf
@@ -101,7 +113,7 @@ def project_onto_graph(points: np.ndarray, nodes: np.ndarray, adjacency: sparse.
         distance[lo : lo + chunk] = np.sqrt(
             np.where(has_edge, dist2[rows, best], np.einsum("cd,cd->c", offset, offset))
         )
-    return GraphProjection(edge_start=starts, edge_end=ends, fraction=fraction, distance=distance)
+    return GraphProjection(edge_start=starts, edge_end=ends, fraction=fraction, distance=distance, overhang=overhang)
 
 
 def geodesic_from(adjacency: sparse.spmatrix, nodes: np.ndarray, sources) -> np.ndarray:
@@ -119,10 +131,15 @@ def cell_geodesic(
 
     The point splits its edge (u, v): the distance is the smaller of
     d(u) + t·|uv| and d(v) + (1 - t)·|uv|, exact on trees and cycles alike.
+    A cell beyond a leaf that ends a path away from the sources adds its
+    overhang (beyond a source leaf, it stays at the source's distance).
     """
     start, end, t = projection.edge_start, projection.edge_end, projection.fraction
     length = np.linalg.norm(nodes[end] - nodes[start], axis=1)
-    return np.minimum(node_distance[start] + t * length, node_distance[end] + (1.0 - t) * length)
+    distance = np.minimum(node_distance[start] + t * length, node_distance[end] + (1.0 - t) * length)
+    outward = (projection.overhang > 0) & (node_distance[start] > node_distance[end])
+    distance[outward] += projection.overhang[outward]
+    return distance
 
 
 def pseudotime(
@@ -320,7 +337,12 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
 
     A leaf is *reached* by the group when at least half of its mass belongs to
     the group; the root is the reached leaf with the smallest mass-weighted
-    mean geodesic distance to the group. If the group reaches no leaf (it sits
+    mean geodesic distance to the group. Failing that, a leaf whose terminal
+    stretch (the nodes from the leaf up to, not including, the first branch
+    point) holds at least half of the group's mass and whose own cells are
+    richer in the group than the component as a whole: the group fills the start
+    of that branch, as a progenitor population dense at one end of a trunk
+    does, and pseudotime starts at its tip. If neither exists (the group sits
     inside the graph, e.g. progenitors at a fork, or the graph is a cycle),
     the root is the group's geodesic medoid: the member minimising that
     distance. Rooting at the nearest leaf instead would start the trajectory
@@ -328,13 +350,38 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
     (:func:`nearest_leaf` names the tip to use).
     """
     share = np.divide(group_mass, total_mass, out=np.zeros_like(group_mass), where=total_mass > 0)
-    reached = members[(degrees(adjacency)[members] == 1) & (share[members] >= 0.5)]
-    candidates = reached if reached.size else members
+    degree = degrees(adjacency)
+    leaves = members[degree[members] == 1]
+    candidates = leaves[share[leaves] >= 0.5]
+    if not candidates.size and leaves.size:
+        half = 0.5 * group_mass[members].sum()
+        overall = group_mass[members].sum() / max(total_mass[members].sum(), np.finfo(float).tiny)
+        candidates = np.array(
+            [
+                leaf for leaf in leaves
+                if share[leaf] > overall and group_mass[_terminal_stretch(adjacency, degree, int(leaf))].sum() >= half
+            ],
+            dtype=np.intp,
+        )
+    if not candidates.size:
+        candidates = members
     # distances are symmetric: search from the nodes the group occupies, usually far fewer
     # than the candidates when every cell is a node (cell-level graphs)
     occupied = members[group_mass[members] > 0]
     score = group_mass[occupied] @ geodesic_from(adjacency, nodes, occupied)[:, candidates]
     return int(candidates[np.argmin(score)])
+
+
+def _terminal_stretch(adjacency: sparse.spmatrix, degree: np.ndarray, leaf: int) -> np.ndarray:
+    """Nodes from ``leaf`` inwards up to, not including, the first node of degree ≥ 3."""
+    adjacency = sparse.csr_matrix(adjacency)
+    stretch, previous, here = [leaf], -1, leaf
+    while True:
+        ahead = [n for n in adjacency.indices[adjacency.indptr[here] : adjacency.indptr[here + 1]] if n != previous]
+        if not ahead or degree[ahead[0]] >= 3 or ahead[0] == leaf:
+            return np.asarray(stretch, dtype=np.intp)
+        previous, here = here, int(ahead[0])
+        stretch.append(here)
 
 
 def reaches_leaf(group_mass: np.ndarray, total_mass: np.ndarray, node: int) -> bool:
@@ -386,7 +433,8 @@ def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarr
 
     Returns (cell indices, position from the path's first node), sorted by
     position. A cell on a side edge counts when its projection point is a
-    path node (fraction exactly 0 at a path node).
+    path node (fraction exactly 0 at a path node). Cells beyond a leaf that
+    ends the path add their overhang.
     """
     order = np.full(nodes.shape[0], -1, dtype=np.intp)
     order[path] = np.arange(path.size)
@@ -405,6 +453,9 @@ def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarr
         ),
         cumulative[np.maximum(pos_start, 0)],
     )
+    # beyond a leaf that ends the path, cells are further along (as in cell_geodesic)
+    beyond_end = (start == path[-1]) & (path.size > 1)
+    position = position + np.where(beyond_end, projection.overhang, 0.0)
     cells = np.flatnonzero(on_edge | at_node)
     ranked = cells[np.argsort(position[cells], kind="stable")]
     return ranked, position[ranked]

@@ -94,8 +94,11 @@ def simulate_trajectory(
     splatter, and 2 % of genes are highly expressed outliers (``m_g`` times
     LogNormal(3, 0.5)): most genes are low, a few are high. Each branch
     changes every gene with probability ``de_fraction``: its log mean moves
-    by a log-fold change ``±(0.25 + |N(0, de_lfc_sd²)|)`` (natural log, sign
-    random) along a smooth monotone step 3x² − 2x³ over a random stretch of
+    by a log-fold change ``±(0.25 + |N(0, de_lfc_sd²)|) · ℓ_b`` (natural
+    log, sign random; ``ℓ_b`` the branch's length, 1 on average, so that
+    pseudotime measures transcriptional change at the same expected rate on
+    every branch and is recoverable from expression across branches) along a
+    smooth monotone step 3x² − 2x³ over a random stretch of
     the branch (start uniform in [0, 0.6], at least 0.2 long). The value
     reached at the end of a branch is inherited by its child branches
     (splatter "paths"), so a fate's profile is the sum of the changes along
@@ -549,6 +552,9 @@ def _programs(rng, tree, log_base, de_fraction, de_lfc_sd, transient_fraction) -
             bump_probability = min(1.0, 2.0 * transient_fraction)
         else:
             genes, lfc = _changes(rng, n_genes, de_fraction, de_lfc_sd)
+            # pseudotime measures transcriptional change: a branch twice as long changes its genes
+            # twice as much, so equal stretches of pseudotime carry equal expected change everywhere
+            lfc = lfc * (tree["length"][b] / np.mean(LENGTH_RANGE))
             bump_probability = transient_fraction
         begin, inverse = _steps(rng, genes.size)
         lfc_table[genes, b] = lfc

@@ -6,6 +6,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core import ddrtree as core
+from .._core.pruning import MIN_EXTENSION, MIN_MASS
 from .._schema import latent_key
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import solver_run
@@ -25,8 +26,8 @@ def ddrtree(
     maxiter: int = 100,
     tol: float = 1e-3,
     prune: bool = True,
-    min_branch_extension: float = 3.0,
-    min_branch_fraction: float = 0.01,
+    min_branch_extension: float = MIN_EXTENSION,
+    min_branch_fraction: float = MIN_MASS,
     key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
@@ -92,12 +93,14 @@ def ddrtree(
         as it is.
     min_branch_extension
         A terminal branch is kept only if its cells stand this many noise
-        widths out of the rest of the tree: the median offset of the branch's
-        cells from the rest of the tree, along the branch's direction, divided
-        by the robust spread (1.4826 · MAD) of the neighbouring cells' offsets
-        in that direction. Real branches score far above 3 (typically 5–100),
-        the stubs a spanning tree grows through a thick cloud of cells about
-        1–3. Measured on the projected data YW (free of units).
+        widths out of the rest of the tree: the upper quartile of the offsets of
+        the branch's cells from the rest of the tree, along the branch's
+        direction, divided by the robust spread (1.4826 · MAD) of the
+        neighbouring cells' offsets in that direction. Real branches score
+        6–100; the stubs a spanning tree grows through a thick cloud of cells
+        score 1–3.5 (the cells nearest a stub are the cloud's own outliers, and
+        log-normalised counts have heavy tails), hence 4. Measured on the
+        projected data YW (free of units).
     min_branch_fraction
         A terminal branch must also hold at least this share of the cells.
     key_added

@@ -6,6 +6,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core import rpg as core
+from .._core.pruning import MIN_EXTENSION, MIN_MASS
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import solver_run
 from ._results import write_graph
@@ -46,8 +47,8 @@ def rpg(
     maxiter: int = 200,
     tol: float = 1e-4,
     prune: bool = True,
-    min_branch_extension: float = 3.0,
-    min_branch_fraction: float = 0.01,
+    min_branch_extension: float = MIN_EXTENSION,
+    min_branch_fraction: float = MIN_MASS,
     key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
