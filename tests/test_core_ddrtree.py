@@ -143,9 +143,11 @@ def test_same_random_state_is_bit_identical():
 def test_default_number_of_centers():
     assert default_n_centers(15) == 15  # never more nodes than cells
     assert default_n_centers(80) == 50  # at least 50 nodes
-    assert default_n_centers(1000) == 100  # a node per ten cells
-    # at most R's DDRTree / Monocle 2 rule
-    assert default_n_centers(10**6) == round(200 * np.log(1e6) / (np.log(1e6) + np.log(100)))
+    assert default_n_centers(600) == 60  # a node per ten cells
+    assert default_n_centers(1000) == 80 == default_n_centers(10**6)  # DDRTree's cap
+    # without the cap (the principal tree learners): at most R's DDRTree / Monocle 2 rule
+    assert default_n_centers(1000, most=None) == 100
+    assert default_n_centers(10**6, most=None) == round(200 * np.log(1e6) / (np.log(1e6) + np.log(100)))
 
 
 @pytest.mark.parametrize(

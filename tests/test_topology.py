@@ -2,6 +2,7 @@
 
 import io
 
+import anndata
 import numpy as np
 import pytest
 import scanpy as sc
@@ -240,3 +241,17 @@ def test_bad_pruning_thresholds_fail_early_and_leave_adata_unchanged(method, kwa
     with pytest.raises(ValueError, match=fragment):
         getattr(sks.tl, method)(adata, **kwargs)
     assert set(adata.uns) | set(adata.obsm) == before
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_the_number_of_pruned_branches_is_stored_and_survives_h5ad(method, simulated, tmp_path):
+    n_fates, original = simulated[0]
+    stored = {}
+    for prune in (False, True):
+        adata = original.copy()
+        getattr(sks.tl, method)(adata, prune=prune)
+        stored[prune] = adata.uns[method]["n_pruned"]
+        assert adata.uns[method]["params"]["prune"] is prune
+    assert stored[False] == 0 and stored[True] >= 0
+    adata.write_h5ad(tmp_path / "pruned.h5ad")
+    assert anndata.read_h5ad(tmp_path / "pruned.h5ad").uns[method]["n_pruned"] == stored[True]

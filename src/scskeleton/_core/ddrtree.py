@@ -50,6 +50,8 @@ MAX_COMPONENTS = 10
 CELLS_PER_NODE = 10
 #: ... but never fewer nodes than this (or N).
 MIN_NODES = 50
+#: DDRTree's default stops at this many nodes (the principal tree learners use up to R's rule).
+MAX_CENTERS = 80
 
 
 @dataclass(frozen=True)
@@ -97,22 +99,32 @@ class DDRTreeResult:
     gap_edges: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.intp))
 
 
-def default_n_centers(n_cells: int) -> int:
+def default_n_centers(n_cells: int, *, most: int | None = MAX_CENTERS) -> int:
     """Number of centers (tree nodes) K used when none is given.
 
     A node per :data:`CELLS_PER_NODE` cells, at least min(N, :data:`MIN_NODES`) = min(N, 50)
     and at most R's DDRTree / Monocle 2 rule round(2 · 100 · ln N / (ln N + ln 100))
-    (about 120–150 nodes for 10³–10⁶ cells). Each node then averages enough
+    (about 120–150 nodes for 10³–10⁶ cells) and ``most``. Each node then averages enough
     cells that its position is not one cell's noise: with R's rule alone, 200
     cells get 107 nodes and the tree follows the noise (on scanpy's toggleswitch
     it branches at outliers and, once pruned, misses the real fork).
+
+    DDRTree stops at :data:`MAX_CENTERS` = 80 (``most=None`` lifts the cap, as
+    the principal tree learners do). Its quantization term pulls the latent
+    points onto the centers, so a dense terminal state of thousands of cells
+    given 40 centers becomes a ball of centers whose spanning tree is a star,
+    and each arm of the star stands out of the noise like a real branch. On
+    generated 2-fate trees of 10⁴ cells 133 centers (R's rule) gave the right
+    topology in 2 of 10 seeds, 80 centers in 8 of 10 (3–5 fates: 29 and 27 of
+    30); at 10³ cells (100 against 80 centers) 33 and 34 of 40.
     """
     if n_cells < 100:
         monocle = n_cells
     else:
         log_n = np.log(n_cells)
         monocle = int(round(2 * 100 * log_n / (log_n + np.log(100))))
-    return int(min(max(n_cells // CELLS_PER_NODE, min(n_cells, MIN_NODES)), monocle))
+    count = int(min(max(n_cells // CELLS_PER_NODE, min(n_cells, MIN_NODES)), monocle))
+    return count if most is None else int(min(count, max(most, 2)))
 
 
 def default_n_components(gram: np.ndarray, *, ratio: float | None = None, most: int = MAX_COMPONENTS) -> int:

@@ -82,10 +82,11 @@ class RPGResult:
 
 
 def default_n_nodes(n_points: int) -> int:
-    """K used when none is given: DDRTree's rule (:func:`~scskeleton._core.ddrtree.default_n_centers`),
+    """K used when none is given: DDRTree's rule without its cap
+    (:func:`~scskeleton._core.ddrtree.default_n_centers` with ``most=None``),
     a node per ten points, 50 to about 150 nodes. Algorithm 1's K = N puts a
     node on every point, and the spanning tree then branches at every outlier."""
-    return default_n_centers(n_points)
+    return default_n_centers(n_points, most=None)
 
 
 def default_l1_nodes(n_points: int) -> int:

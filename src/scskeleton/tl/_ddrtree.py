@@ -126,7 +126,8 @@ def ddrtree(
         ``projection`` (W, D × d), ``objective`` (value of (31) per iteration),
         ``n_iter``, ``converged``, ``gap_edges`` (E × 2 tree edges
         that cross a gap between groups of cells, i.e. bridge separate clusters;
-        a warning names them, and ``pl.tree`` draws them dashed).
+        a warning names them, and ``pl.tree`` draws them dashed), ``n_pruned``
+        (terminal branches removed by the pruning, 0 with ``prune=False``).
 
     Examples
     --------
@@ -198,6 +199,7 @@ def ddrtree(
         latent=result.latent,
         assignment=result.assignment,
         gap_edges=result.gap_edges,
+        n_pruned=result.n_pruned,
     )
     run.finished(
         f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, {result.n_pruned} spurious branches pruned",

@@ -99,6 +99,7 @@ def write_graph(
     adjacency: sparse.spmatrix,
     projection: np.ndarray | None = None,
     gap_edges: np.ndarray | None = None,
+    n_pruned: int | None = None,
     **fields,
 ) -> list[str]:
     """Store a fitted node graph under ``key`` in the shared schema.
@@ -107,13 +108,16 @@ def write_graph(
     coordinates in the nodes' space), ``adjacency`` (K × K CSR), for
     learners with one the ``projection`` W, and for trees ``gap_edges``
     (E × 2 edges that cross a gap in the data, with a warning when there are
-    any); everything else is as in :func:`write_result`.
+    any) and ``n_pruned`` (terminal branches the pruning removed); everything
+    else is as in :func:`write_result`.
     """
     graph = {
         "nodes": np.asarray(nodes, dtype=float),
         "space": space,
         "adjacency": sparse.csr_matrix(adjacency, dtype=float),
     }
+    if n_pruned is not None:
+        graph["n_pruned"] = int(n_pruned)
     if gap_edges is not None:
         graph["gap_edges"] = np.asarray(gap_edges, dtype=np.int64).reshape(-1, 2)
         if len(graph["gap_edges"]):

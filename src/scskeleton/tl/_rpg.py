@@ -111,7 +111,8 @@ def rpg(
         (= ``use_rep``), ``adjacency`` (the tree, K × K sparse), ``objective``
         (per iteration), ``n_iter``, ``converged``, ``gap_edges`` (E × 2 tree edges
         that cross a gap between groups of cells, i.e. bridge separate clusters;
-        a warning names them, and ``pl.tree`` draws them dashed).
+        a warning names them, and ``pl.tree`` draws them dashed), ``n_pruned``
+        (terminal branches removed by the pruning, 0 with ``prune=False``).
     ``adata.obsm[f"{key}_assignment"]``
         P, N × K soft assignment of cells to nodes.
 
@@ -280,6 +281,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         converged=result.converged,
         assignment=result.assignment,
         gap_edges=result.gap_edges if graph == "tree" else None,
+        **({"n_pruned": result.n_pruned} if graph == "tree" else {}),
     )
     run.finished(
         f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, "
