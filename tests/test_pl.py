@@ -126,7 +126,7 @@ def test_tree_bad_input(adata):
     with pytest.raises(KeyError, match="X_tsne"):
         sks.pl.tree(adata, KEY, basis="tsne")
     with pytest.raises(ValueError, match="components"):
-        sks.pl.tree(adata, KEY, components=(0, 5))
+        sks.pl.tree(adata, KEY, components=(0, adata.obsm["X_ddrtree"].shape[1]))
     with pytest.raises(KeyError, match="not_a_gene"):
         sks.pl.tree(adata, KEY, color="not_a_gene")
 

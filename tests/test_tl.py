@@ -49,11 +49,12 @@ def test_ddrtree_writes_the_schema():
     entry = adata.uns["ddrtree"]
     K = entry["nodes"].shape[0]
     assert entry["method"] == "ddrtree" and entry["space"] == "X_ddrtree"
-    assert adata.obsm["X_ddrtree"].shape == (adata.n_obs, 2)
+    # a 10-dimensional representation is used whole (default n_components)
+    assert adata.obsm["X_ddrtree"].shape == (adata.n_obs, 10) == (adata.n_obs, entry["params"]["n_components"])
     assert adata.obsm["ddrtree_assignment"].shape == (adata.n_obs, K)
     np.testing.assert_allclose(np.asarray(adata.obsm["ddrtree_assignment"].sum(1)).ravel(), 1.0)
     assert sparse.isspmatrix_csr(entry["adjacency"]) and (entry["adjacency"] != entry["adjacency"].T).nnz == 0
-    assert entry["projection"].shape == (10, 2)
+    assert entry["projection"].shape == (10, 10)
     assert entry["objective"].shape == (entry["n_iter"],)
     params = entry["params"]
     assert params["n_centers"] == K and params["lam"] == 0.25 * adata.n_obs and params["random_state"] == 0

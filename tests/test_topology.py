@@ -126,18 +126,19 @@ def test_toggleswitch_has_one_fork(method):
     assert _n_branch_points(adata, method) == 1
 
 
-def test_krumsiek11_four_fates_on_four_tips_with_rpg():
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_krumsiek11_four_fates_on_four_tips(method):
     adata = sks.datasets.krumsiek11()
     sc.pp.pca(adata, n_comps=10)
-    sks.tl.rpg(adata)
-    sks.tl.root(adata, "rpg", group=("cell_type", "progenitor"))
-    sks.tl.pseudotime(adata, "rpg")
-    entry = adata.uns["rpg"]
+    getattr(sks.tl, method)(adata)
+    sks.tl.root(adata, method, group=("cell_type", "progenitor"))
+    sks.tl.pseudotime(adata, method)
+    entry = adata.uns[method]
     tips = set(int(k) for k in entry["leaves"]) - {int(entry["root"])}
     dominant = []
     for name, path in entry["segments"].items():
         if int(path[-1]) in tips:
-            cells = adata.obs.loc[adata.obs["rpg_segment"] == name, "cell_type"]
+            cells = adata.obs.loc[adata.obs[f"{method}_segment"] == name, "cell_type"]
             dominant.append(cells.value_counts().index[0])
     assert sorted(dominant) == ["Ery", "Mk", "Mo", "Neu"]
 

@@ -132,7 +132,11 @@ def default_n_components(gram: np.ndarray, *, ratio: float | None = None, most: 
     the centred data whose variance stands out of the noise.
 
     The eigenvalues of YᵀY above ``ratio`` times their median, between 2 and
-    ``most`` (and at most D). Two dimensions cannot hold a tree whose branches
+    ``most`` (and at most D). A representation of at most ``most`` dimensions
+    is used whole: whoever reduced it to that few kept signal, and its median
+    eigenvalue is signal too (krumsiek11's 10 principal components of 11 genes
+    put the noise floor so high that d = 4 merged the Mo and Neu lineages; with
+    all 10, each of the four fates has its own tip). Two dimensions cannot hold a tree whose branches
     leave in more directions than that (krumsiek11's four lineages need four;
     a random-walk tree in 50 dimensions needs more): its branches are drawn on
     top of each other and the spanning tree joins them wrongly. The median
@@ -140,6 +144,10 @@ def default_n_components(gram: np.ndarray, *, ratio: float | None = None, most: 
     ``X_pca`` keeps more components than there are directions of signal.
     """
     ratio = NOISE_RATIO if ratio is None else ratio
+    if gram.shape[0] <= most:
+        # already reduced to a few dimensions (e.g. pca with n_comps=10): all of them are the
+        # signal the user kept, and there is no tail of noise eigenvalues to measure a floor on
+        return int(gram.shape[0])
     eigenvalues = linalg.eigvalsh(gram)
     floor = float(np.median(eigenvalues))
     count = int(np.sum(eigenvalues > ratio * floor)) if floor > 0 else gram.shape[0]

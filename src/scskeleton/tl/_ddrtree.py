@@ -55,7 +55,8 @@ def ddrtree(
         d, dimension of the latent space in which the tree is learned (≤ the
         number of features). ``None``: the number of directions of
         ``use_rep`` whose variance exceeds twice the median eigenvalue
-        of its covariance (the noise level), between 2 and 10. Two dimensions,
+        of its covariance (the noise level), between 2 and 10; a
+        representation of at most 10 dimensions is used whole. Two dimensions,
         the paper's and Monocle 2's choice, cannot hold a tree whose branches
         leave in more directions (krumsiek11's four lineages merge in pairs);
         pass ``n_components=2`` for a planar embedding to plot.
