@@ -218,3 +218,42 @@ def test_branch_cells_walk_the_oriented_tree():
     looped = {**Y_SEGMENTS, "5": np.array([4, 9, 7])}  # 4 → 7 closes a cycle between the branches
     with pytest.raises(ValueError, match="cycle"):
         tr.branch_cells(looped, 3, 0)
+
+
+def _stretched_fork(stretch, seed=11, n_genes=600):
+    """One shared curve of true time per gene on both branches; branch 2's time past the fork stretched."""
+    rng = np.random.default_rng(seed)
+    true = np.concatenate([rng.uniform(0, 1, 300), 1 + rng.uniform(0, 1, 300), 1 + rng.uniform(0, 1, 300)])
+    groups = np.repeat([0, 1, 2], 300)
+    centres, amplitude = rng.uniform(0.3, 1.7, n_genes), rng.uniform(1.0, 2.0, n_genes)
+    values = amplitude / (1 + np.exp(-(true[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((900, n_genes))
+    learned = np.where(groups == 2, 1 + (true - 1) * stretch, true)
+    return values, learned, groups
+
+
+def test_registration_removes_a_uniform_stretch_of_one_branch():
+    values, learned, groups = _stretched_fork(1.3)
+    raw = tr.branch_test(values, np.arange(900), learned, groups, registration="none")
+    fitted = tr.branch_test(values, np.arange(900), learned, groups)
+    assert (raw.pvals < 0.05).mean() > 0.3  # the stretch alone looks like a branch difference
+    assert (fitted.pvals < 0.05).mean() < 0.08 and (fitted.qvals < 0.05).mean() < 0.02
+    assert fitted.stretch[1] / fitted.stretch[0] == pytest.approx(1 / 1.3, rel=0.06)
+
+
+def test_registration_keeps_branches_that_stop_early():
+    # no stretch, but branch 2 covers only half of the process: equal-reach rescaling would
+    # stretch it; the fitted warp stays near 1 and the p-values hold their level
+    rng = np.random.default_rng(12)
+    true = np.concatenate([rng.uniform(0, 1, 300), 1 + rng.uniform(0, 1, 300), 1 + rng.uniform(0, 0.5, 300)])
+    groups = np.repeat([0, 1, 2], 300)
+    centres = rng.uniform(0.3, 1.7, 600)
+    values = 1.5 / (1 + np.exp(-(true[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((900, 600))
+    result = tr.branch_test(values, np.arange(900), true, groups)
+    assert result.stretch[1] / result.stretch[0] == pytest.approx(1.0, abs=0.1)
+    assert (result.pvals < 0.05).mean() < 0.08
+
+
+def test_registration_is_validated():
+    values, learned, groups = _stretched_fork(1.0, n_genes=5)
+    with pytest.raises(ValueError, match="registration"):
+        tr.branch_test(values, np.arange(900), learned, groups, registration="quantile")

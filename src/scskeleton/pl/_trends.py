@@ -112,7 +112,7 @@ def trends(
             extra.set_axis_off()
         panels, created = panels[: len(genes)], True
 
-    x_label = "pseudotime" if result["time"] == "pseudotime" else "position along the path"
+    x_label = result["time"] if result["time"] in ("pseudotime", "registered pseudotime") else "position along the path"
     for panel, gene, column, gene_values in zip(panels, genes, columns, values.T):
         if result["method"] == "trends":
             _draw_trend(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)

@@ -208,6 +208,7 @@ def branch_test(
     n_knots: int = 10,
     df: float = 6.0,
     n_grid: int = 100,
+    registration: str = "fit",
     key_added: str | None = None,
     copy: bool = False,
 ) -> AnnData | None:
@@ -243,6 +244,20 @@ def branch_test(
         shared trend: when it cannot follow a gene, branches of unequal
         length fit it unequally well and look different. Default 6. Each
         branch needs more than ``df`` cells of its own.
+    registration
+        ``"fit"`` (default): before the test, each branch's pseudotime past
+        the fork is stretched by the one factor per branch that lets a
+        shared curve per gene fit the most variable genes best. A learner
+        stretches the branches of a fork differently, and genes that follow
+        the same curve of the process on both branches then look different:
+        with DDRTree's pseudotime 3–38 % of such genes were called at FDR
+        0.05 without registration. Branches that really span different
+        stretches of the process keep their lengths (a rescaling to equal
+        ranges, as in tradeSeq's pattern test, would stretch a branch that
+        stops early). The curves, ``grid`` and ``obs[f"{name}_time"]`` are on
+        the registered axis; ``uns[name]["stretch"]`` holds the factors.
+        ``"none"``: compare the pseudotimes as they are (calibrated only when
+        they are proportional to the process's time on every branch).
     key_added
         Name of the result; default ``f"{key}_branch_test"``.
     copy
@@ -254,7 +269,9 @@ def branch_test(
 
     ``adata.uns[name]``
         ``method`` (``"branch_test"``), ``params``, ``graph``, ``branch_point``,
-        ``time`` (``"pseudotime"``), ``branches`` (the id of the segment each
+        ``time`` (``"registered pseudotime"``, or ``"pseudotime"`` with
+        ``registration="none"``), ``stretch`` (each branch's factor),
+        ``branches`` (the id of the segment each
         branch starts with, also its label), ``segments`` (``{"trunk" or
         label: segment ids}``), ``grid``,
         ``knots``, ``df_shared``, ``df_branches``, ``n_cells`` (trunk first)
@@ -269,7 +286,8 @@ def branch_test(
     ``adata.obs[f"{name}_branch"]``
         Categorical: ``"trunk"`` or the branch label; NaN for cells left out.
     ``adata.obs[f"{name}_time"]``
-        Pseudotime of the cells tested; NaN elsewhere.
+        Time of the cells tested on the curves' axis (registered pseudotime by
+        default); NaN elsewhere.
 
     Examples
     --------
@@ -308,7 +326,8 @@ def branch_test(
         f"at node {branch_point} ({rows.size} cells)"
     )
     result = core.branch_test(
-        matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid, columns=columns,
+        matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
+        registration=registration, columns=columns,
         names=[f"The branch starting with segment {b} (segments {', '.join(m)})"
                for b, m in zip(branch_names, branches)],
     )
@@ -327,17 +346,18 @@ def branch_test(
     codes = np.full(adata.n_obs, -1)
     codes[rows] = group[rows]
     adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=categories)
-    adata.obs[f"{name}_time"] = _per_cell(adata, rows, pseudotime[rows])
+    adata.obs[f"{name}_time"] = _per_cell(adata, rows, result.times)
     members = {"trunk": trunk, **dict(zip(branch_names, branches))}
     adata.uns[name] = {
         "method": "branch_test",
         "params": plain_params(dict(
             key=key, branch_point=branch_point, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
-            n_grid=n_grid,
+            n_grid=n_grid, registration=registration,
         )),
         "graph": key,
         "branch_point": branch_point,
-        "time": "pseudotime",
+        "time": "registered pseudotime" if registration == "fit" else "pseudotime",
+        "stretch": result.stretch,
         "branches": np.array(branch_names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "grid": result.grid,
