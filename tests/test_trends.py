@@ -286,3 +286,29 @@ def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
                 assert roc_auc_score(pattern == "branch", F) >= 0.95
     assert max(flagged["fit"]) <= 0.05, flagged
     assert all(f <= n for f, n in zip(flagged["fit"], flagged["none"])), flagged
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_readme_branch_test_runs_at_every_fork_of_krumsiek11(method):
+    adata = sks.datasets.krumsiek11()
+    sc.pp.pca(adata, n_comps=10)
+    getattr(sks.tl, method)(adata)
+    sks.tl.root(adata, method, group=("cell_type", "progenitor"))
+    sks.tl.pseudotime(adata, method)
+    for fork in adata.uns[method]["branch_points"]:
+        sks.tl.branch_test(adata, method, branch_point=int(fork))  # default df, never refused
+        assert np.isfinite(adata.var[f"{method}_branch_test_pval"]).all()
+
+
+def test_genes_constant_in_the_tested_cells_of_scaled_data_are_not_significant():
+    adata = sc.datasets.pbmc68k_reduced()  # X is scaled: an unexpressed gene is one negative value
+    sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", group=("bulk_labels", adata.obs["bulk_labels"].cat.categories[0]))
+    sks.tl.pseudotime(adata, "rpg")
+    sks.tl.trends(adata, "rpg", segment=adata.obs["rpg_segment"].value_counts().index[-1])
+    tested = adata.obs["rpg_trends_time"].notna().to_numpy()
+    X = np.asarray(adata.X[tested])
+    degenerate = (X != X[:1]).sum(axis=0) < 5
+    assert degenerate.any()  # the case exists
+    assert (adata.var["rpg_trends_pval"].to_numpy()[degenerate] == 1.0).all()
+    assert (adata.var["rpg_trends_r2"].to_numpy()[degenerate] == 0.0).all()

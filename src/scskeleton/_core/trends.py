@@ -119,12 +119,15 @@ def _knot_vector(knots: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class SufficientStatistics:
     """Per group g of cells: Gram BᵀB (g × m × m), cross products BᵀY (g × m × G),
-    Σ y² (g × G) and the number of cells (g)."""
+    Σ y² (g × G) and the number of cells (g); per gene, ``n_varying`` (G): how
+    many cells differ from the gene's most common value, at most (the smaller
+    count against the values of two reference cells)."""
 
     gram: np.ndarray
     cross: np.ndarray
     sumsq: np.ndarray
     n_cells: np.ndarray
+    n_varying: np.ndarray
 
 
 def sufficient_statistics(
@@ -149,6 +152,10 @@ def sufficient_statistics(
     expanded = (indicator[:, :, None] * design[:, None, :]).reshape(rows.size, n_groups * n_basis)
     cross = np.zeros((n_genes, n_groups * n_basis))
     sumsq = np.zeros((n_genes, n_groups))
+    if sparse.issparse(matrix) and matrix.format not in ("csr", "csc"):
+        matrix = sparse.csr_matrix(matrix)  # once, for the reference rows and the chunks alike
+    references = _reference_values(matrix, rows[[0, rows.size // 2]], columns)  # 2 × G
+    differing = np.zeros((2, n_genes))
     for cells, genes, chunk in _chunks(matrix, rows, columns):
         if sparse.issparse(chunk):
             data = chunk.data
@@ -160,13 +167,36 @@ def sufficient_statistics(
             raise ValueError("The expression values contain NaN or infinite values; remove or impute them first.")
         cross[genes] += np.asarray(chunk.T @ expanded[cells])
         sumsq[genes] += np.asarray(squared.T @ indicator[cells])
+        for r in range(2):
+            differing[r, genes] += _count_differing(chunk, references[r, genes])
     gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
     return SufficientStatistics(
         gram=gram,
         cross=cross.reshape(n_genes, n_groups, n_basis).transpose(1, 2, 0).copy(),
         sumsq=sumsq.T.copy(),
         n_cells=indicator.sum(axis=0),
+        n_varying=differing.min(axis=0),
     )
+
+
+def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> np.ndarray:
+    """The values of a few cells (rows of ``matrix``), len(cells) × G, as float64."""
+    picked = matrix[cells]
+    if columns is not None:
+        picked = picked[:, columns]
+    return np.asarray(picked.toarray() if sparse.issparse(picked) else picked, dtype=np.float64)
+
+
+def _count_differing(chunk, reference: np.ndarray) -> np.ndarray:
+    """Per gene (column), the cells of ``chunk`` whose value differs from ``reference``."""
+    n_rows = chunk.shape[0]
+    if not sparse.issparse(chunk):
+        return (chunk != reference[None, :]).sum(axis=0)
+    coo = chunk.tocoo()
+    stored = np.bincount(coo.col, minlength=chunk.shape[1])
+    equal = np.bincount(coo.col[coo.data == reference[coo.col]], minlength=chunk.shape[1])
+    implicit_equal = np.where(reference == 0, n_rows - stored, 0)  # zeros not stored
+    return n_rows - equal - implicit_equal
 
 
 def _chunks(matrix, rows: np.ndarray, columns: np.ndarray | None):
@@ -277,6 +307,39 @@ def _theta_for_df(eigen: _Eigen, df: float, what: str) -> float:
     )))
 
 
+def adapt_df(df: float, grams: list[np.ndarray], penalty: np.ndarray, what: str) -> float:
+    """The ``df`` every fit in ``grams`` can use: ``df`` itself, or less when the cells cannot carry it.
+
+    The effective degrees of freedom a set of cells supports run from 2 (a
+    straight line, the penalty's null space) up to the number of basis
+    functions its cells touch. Cells with many tied pseudotimes (many cells
+    projected onto one node) or a branch that ends early touch few, so a
+    default of 6 can exceed what they carry. Then the largest usable value is
+    taken, 90 % of the way from the least to the most the cells support (the
+    caller reports the change); only when even that leaves no room for a curve
+    (under 2.5) does it raise, saying what would work.
+    """
+    least, most = 0.0, np.inf
+    for gram in grams:
+        low_edf, high_edf = _edf_bounds(_eigen(gram, penalty))
+        least, most = max(least, low_edf), min(most, high_edf)
+    if least < df < most - 1e-6:
+        return float(df)
+    usable = least + 0.9 * (most - least)
+    if usable < 2.5:
+        raise ValueError(
+            f"{what}: its cells support at most {most:.2f} effective degrees of freedom, too few for a curve "
+            "(a straight line takes 2). Its pseudotimes take too few distinct values: choose a longer path or "
+            "segment, or raise n_knots."
+        )
+    return float(min(df, usable))
+
+
+def _edf_bounds(eigen: _Eigen) -> tuple[float, float]:
+    low, high = eigen.theta_range()
+    return float(eigen.edf(high)), float(eigen.edf(low))
+
+
 def penalized_fit(
     gram: np.ndarray,
     cross: np.ndarray,
@@ -323,7 +386,9 @@ class TrendResult:
     the fitted trends on it; ``r2`` the fraction of variance explained,
     ``fstat``/``pvals``/``qvals`` the F test against a constant and its
     Benjamini–Hochberg correction; ``edf``, ``lam`` per gene; ``knots`` the
-    spline's distinct knots; ``n_cells`` the cells fitted.
+    spline's distinct knots; ``n_cells`` the cells fitted; ``degenerate``
+    (G) the genes with fewer than :data:`MIN_VARYING_CELLS` cells off their
+    most common value, reported with F = 0, p = 1, R² = 0.
     """
 
     grid: np.ndarray
@@ -336,6 +401,7 @@ class TrendResult:
     lam: np.ndarray
     knots: np.ndarray
     n_cells: int
+    degenerate: np.ndarray
 
 
 def check_df(df: float | None, *, allow_none: bool) -> float | None:
@@ -386,6 +452,8 @@ def trend_test(
         raise ValueError(f"The path holds {n_cells} cells; df={df:g} needs more than {df + 1:g}. Lower df.")
     basis = spline_basis(times, n_knots)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), np.zeros(n_cells, dtype=np.intp), 1, columns)
+    if df is not None:
+        df = adapt_df(df, [stats_.gram[0]], basis.penalty, "The path")
     fit = penalized_fit(stats_.gram[0], stats_.cross[0], stats_.sumsq[0], basis.penalty, df=df)
     total = stats_.cross[0].sum(axis=0)  # Σ y, since the B-splines sum to one
     rss0 = np.maximum(stats_.sumsq[0] - total**2 / n_cells, 0.0)
@@ -394,6 +462,8 @@ def trend_test(
     fstat, pvals = _f_test(rss0, fit.rss, gain - 1.0, gain_sq - 1.0, n_cells - gain, n_cells - loss)
     with np.errstate(divide="ignore", invalid="ignore"):
         r2 = np.where(rss0 > 0, 1.0 - fit.rss / rss0, 0.0)
+    degenerate = stats_.n_varying < MIN_VARYING_CELLS
+    fstat, pvals, r2 = _blank(degenerate, fstat, pvals, r2)
     grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
     return TrendResult(
         grid=grid,
@@ -406,6 +476,7 @@ def trend_test(
         lam=fit.lam,
         knots=basis.knots,
         n_cells=n_cells,
+        degenerate=degenerate,
     )
 
 
@@ -420,7 +491,8 @@ class BranchTestResult:
     ``df_branches`` (B) the effective degrees of freedom of the two models;
     ``n_cells`` per group (trunk first, then the branches); ``times`` the
     time of every tested cell on the axis of the curves (registered or not)
-    and ``stretch`` (B) each branch's factor (ones without registration).
+    and ``stretch`` (B) each branch's factor (ones without registration);
+    ``degenerate`` as in :class:`TrendResult` (F = 0, p = 1).
     """
 
     grid: np.ndarray
@@ -435,6 +507,13 @@ class BranchTestResult:
     n_cells: np.ndarray
     times: np.ndarray
     stretch: np.ndarray
+    degenerate: np.ndarray
+
+
+#: A gene whose value differs from its most common one in fewer tested cells than this
+#: carries no trend to test: it gets F = 0, p = 1 and R² = 0 (a handful of outlying values,
+#: or rounding noise on a constant, could otherwise give any p-value at all).
+MIN_VARYING_CELLS = 5
 
 
 #: How the branches' pseudotimes are put on one axis before they are compared.
@@ -597,9 +676,16 @@ def branch_test(
     basis = spline_basis(times, n_knots)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns)
 
+    trunk_weight = 1.0 / n_branches
+    # one df for every curve keeps the models nested: the least any of them can carry
+    df = adapt_df(
+        df,
+        [stats_.gram.sum(0)] + [trunk_weight * stats_.gram[0] + stats_.gram[b] for b in range(1, n_branches + 1)],
+        basis.penalty,
+        "A branch (with the trunk)",
+    )
     shared = penalized_fit(stats_.gram.sum(0), stats_.cross.sum(0), stats_.sumsq.sum(0), basis.penalty, df=df,
                            what="The trunk and branches together")
-    trunk_weight = 1.0 / n_branches
     fits = [  # a loop over the few branches; genes are vectorised inside each fit
         penalized_fit(
             trunk_weight * stats_.gram[0] + stats_.gram[b],
@@ -615,6 +701,8 @@ def branch_test(
         shared.rss, sum(fit.rss for fit in fits),
         *_branch_moments(stats_.gram, basis.penalty, float(shared.lam[0]), [float(fit.lam[0]) for fit in fits]),
     )
+    degenerate = stats_.n_varying < MIN_VARYING_CELLS
+    fstat, pvals = _blank(degenerate, fstat, pvals)
     grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
     grid_design = basis.design(grid)
     curves = np.full((shared.rss.size, n_branches, n_grid), np.nan)
@@ -635,6 +723,7 @@ def branch_test(
         n_cells=counts,
         times=times,
         stretch=scales,
+        degenerate=degenerate,
     )
 
 
@@ -711,6 +800,12 @@ def _f_test(rss_null, rss_alt, gain, gain_sq, residual, residual_sq) -> tuple[np
     fstat = np.where(explained > 0, fstat, 0.0)  # includes 0/0 for genes constant on the path
     pvals = stats.f.sf(fstat, gain**2 / gain_sq, residual**2 / residual_sq)
     return fstat, np.where(np.isnan(pvals), 1.0, pvals)
+
+
+def _blank(degenerate: np.ndarray, fstat: np.ndarray, pvals: np.ndarray, *more: np.ndarray):
+    """F = 0, p = 1 (and 0 for every further statistic, e.g. R²) for the degenerate genes."""
+    out = [np.where(degenerate, 0.0, fstat), np.where(degenerate, 1.0, pvals)]
+    return (*out, *(np.where(degenerate, 0.0, m) for m in more))
 
 
 def benjamini_hochberg(pvals: np.ndarray) -> np.ndarray:

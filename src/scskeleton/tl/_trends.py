@@ -158,6 +158,7 @@ def trends(
 
     start = logg.info(f"fitting trends of {_count(columns, adata)} genes along the {where} ({rows.size} cells)")
     result = core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
+    _warn_lowered_df(df, float(result.edf[0]))
 
     adata = adata.copy() if copy else adata
     fitted = np.arange(adata.n_vars) if columns is None else columns
@@ -187,7 +188,7 @@ def trends(
         "edges": {"path": _path_edges(nodes)},
     }
     logg.info(
-        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05)",
+        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
         time=start,
         deep=(f"added\n    uns[{name!r}], varm['{name}_curves'], var['{name}_r2', '{name}_pval', "
               f"'{name}_qval', '{name}_edf'], obs['{name}_time']"),
@@ -331,6 +332,7 @@ def branch_test(
         names=[f"The branch starting with segment {b} (segments {', '.join(m)})"
                for b, m in zip(branch_names, branches)],
     )
+    _warn_lowered_df(df, result.df_shared)
 
     adata = adata.copy() if copy else adata
     tested = np.arange(adata.n_vars) if columns is None else columns
@@ -371,7 +373,7 @@ def branch_test(
         },
     }
     logg.info(
-        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05)",
+        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
         time=start,
         deep=(f"added\n    uns[{name!r}], varm['{name}_curves', '{name}_shared'], var['{name}_F', "
               f"'{name}_pval', '{name}_qval'], obs['{name}_branch', '{name}_time']"),
@@ -380,6 +382,23 @@ def branch_test(
 
 
 branch_test.__doc__ = branch_test.__doc__.replace("{model}", _MODEL)
+
+
+def _warn_lowered_df(requested, used: float) -> None:
+    if requested is not None and used < requested - 1e-3:
+        logg.warning(
+            f"df={requested:g} is more than these cells carry (tied or few pseudotimes); each curve uses "
+            f"{used:.2f} effective degrees of freedom instead. Pass df={used:.1f} or less to silence this, "
+            "or raise n_knots."
+        )
+
+
+def _degenerate_note(result) -> str:
+    count = int(np.sum(result.degenerate))
+    if not count:
+        return ""
+    return (f"; {count} gene(s) with fewer than {core.MIN_VARYING_CELLS} cells off their most common value "
+            "were not tested (F = 0, p = 1)")
 
 
 def _expression(adata: AnnData, layer: str | None):
