@@ -31,3 +31,21 @@ def branching_fitted():
     sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
     sks.tl.pseudotime(adata, "ddrtree")
     return adata
+
+
+@pytest.fixture(scope="session")
+def krumsiek11_fitted():
+    """krumsiek11 with 10 PCs, a tree by ``method`` rooted at the progenitors, and pseudotime; cached per method."""
+    cache = {}
+
+    def fitted(method: str):
+        if method not in cache:
+            adata = sks.datasets.krumsiek11()
+            sc.pp.pca(adata, n_comps=10)
+            getattr(sks.tl, method)(adata)
+            sks.tl.root(adata, method, group=("cell_type", "progenitor"))
+            sks.tl.pseudotime(adata, method)
+            cache[method] = adata
+        return cache[method].copy()
+
+    return fitted

@@ -127,12 +127,8 @@ def test_toggleswitch_has_one_fork(method):
 
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
-def test_krumsiek11_four_fates_on_four_tips(method):
-    adata = sks.datasets.krumsiek11()
-    sc.pp.pca(adata, n_comps=10)
-    getattr(sks.tl, method)(adata)
-    sks.tl.root(adata, method, group=("cell_type", "progenitor"))
-    sks.tl.pseudotime(adata, method)
+def test_krumsiek11_four_fates_on_four_tips(method, krumsiek11_fitted):
+    adata = krumsiek11_fitted(method)
     entry = adata.uns[method]
     tips = set(int(k) for k in entry["leaves"]) - {int(entry["root"])}
     dominant = []

@@ -289,12 +289,8 @@ def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
 
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
-def test_readme_branch_test_runs_at_every_fork_of_krumsiek11(method):
-    adata = sks.datasets.krumsiek11()
-    sc.pp.pca(adata, n_comps=10)
-    getattr(sks.tl, method)(adata)
-    sks.tl.root(adata, method, group=("cell_type", "progenitor"))
-    sks.tl.pseudotime(adata, method)
+def test_readme_branch_test_runs_at_every_fork_of_krumsiek11(method, krumsiek11_fitted):
+    adata = krumsiek11_fitted(method)
     for fork in adata.uns[method]["branch_points"]:
         sks.tl.branch_test(adata, method, branch_point=int(fork))  # default df, never refused
         assert np.isfinite(adata.var[f"{method}_branch_test_pval"]).all()
