@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from scipy import interpolate, sparse
+from scipy import interpolate, sparse, stats
 
 import scskeleton as sks
 from scskeleton._core import trends as tr
@@ -301,3 +301,35 @@ def test_df_beyond_what_the_cells_carry_is_lowered_not_refused():
     assert 2.5 <= default.edf[0] <= 6.0
     with pytest.raises(ValueError, match="too few for a curve"):
         tr.trend_test(values[:40], np.arange(40), np.repeat([0.0, 1.0], 20))
+
+
+def _three_segment_tree(n=300, seed=15):
+    rng = np.random.default_rng(seed)
+    times = np.concatenate([rng.uniform(0, 1, n), 1 + rng.uniform(0, 1, n), 1 + rng.uniform(0, 0.7, n)])
+    groups = np.repeat([0, 1, 2], n)
+    membership = np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0]])  # the trunk is on both lineages
+    return rng, times, groups, membership
+
+
+def test_association_p_values_hold_their_level_and_detect_change_on_one_lineage():
+    rng, times, groups, membership = _three_segment_tree()
+    noise = rng.standard_normal((times.size, 4000))
+    null = tr.association_test(noise, np.arange(times.size), times, groups, membership)
+    for level in (0.05, 0.01):
+        assert abs((null.pvals < level).mean() - level) < 0.25 * level + 0.004
+    assert stats.kstest(null.pvals, "uniform").pvalue > 0.01
+    late = np.where(groups == 2, times - 1, 0.0)  # changes on the second lineage only, after the fork
+    signal = np.column_stack([late, np.sin(2 * times)]) + 0.3 * rng.standard_normal((times.size, 2))
+    result = tr.association_test(sparse.csr_matrix(signal), np.arange(times.size), times, groups, membership)
+    assert (result.pvals < 1e-10).all()
+    assert result.amplitude[0] == pytest.approx(0.7, abs=0.15) and np.isnan(result.curves[0, 1, result.grid > 1.75]).all()
+    dense = tr.association_test(signal, np.arange(times.size), times, groups, membership)
+    np.testing.assert_allclose(dense.fstat, result.fstat, rtol=1e-9)
+
+
+def test_lineages_follow_segments_from_the_root_to_every_leaf():
+    segments = {"0": np.array([0, 1, 2]), "1": np.array([2, 3]), "2": np.array([2, 4, 5]), "3": np.array([5, 6]),
+                "4": np.array([5, 7])}
+    assert tr.lineages(segments, 0) == [["0", "1"], ["0", "2", "3"], ["0", "2", "4"]]
+    with pytest.raises(ValueError, match="not unique"):
+        tr.lineages({**segments, "5": np.array([3, 5])}, 0)  # a second way into node 5: a cycle

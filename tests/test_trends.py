@@ -263,16 +263,23 @@ def test_generator_truth_and_reproducibility():
 
 
 
+def _learned_expression(method, seed, n_genes, n_trend_genes):
+    """branching_expression with 40 branch genes, a tree by ``method`` on 10 PCs, rooted, with pseudotime."""
+    adata = sks.datasets.branching_expression(1000, n_genes, n_branch_genes=40, n_trend_genes=n_trend_genes,
+                                              random_state=seed)
+    sc.pp.pca(adata, n_comps=10)
+    getattr(sks.tl, method)(adata)
+    sks.tl.root(adata, method, obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, method)
+    return adata
+
+
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
 def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
     """The learned pseudotime stretches the two branches differently; registration absorbs it."""
     flagged = {"fit": [], "none": []}
     for seed in (0, 1, 2):
-        adata = sks.datasets.branching_expression(1000, 200, n_branch_genes=40, n_trend_genes=100, random_state=seed)
-        sc.pp.pca(adata, n_comps=10)
-        getattr(sks.tl, method)(adata)
-        sks.tl.root(adata, method, obs_min="true_pseudotime")
-        sks.tl.pseudotime(adata, method)
+        adata = _learned_expression(method, seed, 200, 100)
         fork = int(adata.uns[method]["branch_points"][0])
         pattern = adata.var["true_pattern"].to_numpy()
         for registration in ("fit", "none"):
@@ -308,3 +315,35 @@ def test_genes_constant_in_the_tested_cells_of_scaled_data_are_not_significant()
     assert degenerate.any()  # the case exists
     assert (adata.var["rpg_trends_pval"].to_numpy()[degenerate] == 1.0).all()
     assert (adata.var["rpg_trends_r2"].to_numpy()[degenerate] == 0.0).all()
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_association_test_on_learned_pseudotime_is_calibrated_and_powerful(method, tmp_path):
+    from scipy.stats import kstest
+
+    for seed in (0, 1, 2):
+        adata = _learned_expression(method, seed, 300, 60)
+        sks.tl.association_test(adata, method)
+        pattern = adata.var["true_pattern"].to_numpy()
+        p = adata.var[f"{method}_association_pval"].to_numpy()
+        q = adata.var[f"{method}_association_qval"].to_numpy()
+        null = pattern == "null"
+        assert np.mean(q[null] < 0.05) <= 0.05
+        assert kstest(p[null], "uniform").pvalue > 0.01
+        assert np.mean(q[~null] < 0.05) >= 0.9  # every trend and branch gene changes somewhere
+        assert roc_auc_score(~null, adata.var[f"{method}_association_F"]) >= 0.95
+        amplitude = adata.var[f"{method}_association_amplitude"].to_numpy()
+        assert np.median(amplitude[~null]) > 5 * np.median(amplitude[null])
+    adata.write_h5ad(tmp_path / "association.h5ad")
+    back = anndata.read_h5ad(tmp_path / "association.h5ad")
+    assert set(back.uns[f"{method}_association"]["lineages"]) == set(adata.uns[f"{method}_association"]["lineages"])
+
+
+def test_association_test_needs_a_trajectory():
+    adata = sks.datasets.branching_expression(200, 100, random_state=0)
+    sc.pp.pca(adata, n_comps=5)
+    sks.tl.rpg(adata)
+    before = set(adata.var.columns)
+    with pytest.raises(KeyError, match="pseudotime"):
+        sks.tl.association_test(adata, "rpg")
+    assert set(adata.var.columns) == before

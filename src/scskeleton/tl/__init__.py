@@ -9,9 +9,10 @@ from ._rpg import rpg, rpg_l1
 from ._spl import spl
 from ._support import branch_support
 from ._trajectory import path, pseudotime, root
-from ._trends import branch_test, trends
+from ._trends import association_test, branch_test, trends
 
 __all__ = [
+    "association_test",
     "branch_support",
     "branch_test",
     "convex_embedding",

@@ -384,6 +384,132 @@ def branch_test(
 branch_test.__doc__ = branch_test.__doc__.replace("{model}", _MODEL)
 
 
+def association_test(
+    adata: AnnData,
+    key: str,
+    *,
+    genes: Sequence[str] | None = None,
+    layer: str | None = None,
+    n_knots: int = 10,
+    df: float = 6.0,
+    n_grid: int = 100,
+    key_added: str | None = None,
+    copy: bool = False,
+) -> AnnData | None:
+    """Which genes change anywhere along the tree: every lineage at once, against a constant.
+
+    A *lineage* is the chain of segments from the root to one leaf
+    (``tl.pseudotime``'s segments, oriented away from the root). Each gene
+    gets one smooth curve of pseudotime per lineage (penalised cubic
+    splines with ``df`` effective degrees of freedom on one common basis);
+    cells on a segment shared by k lineages enter each with weight 1/k, so
+    every cell counts once. The curves are tested together against one
+    constant by an F test with Satterthwaite degrees of freedom, and
+    p-values are corrected by Benjamini–Hochberg. The effect size is the
+    amplitude: the largest max − min of a gene's curve over any lineage, in
+    the units of the expression. Genes with fewer than 5 tested cells off
+    their most common value get F = 0, p = 1 and amplitude 0. Sparse input
+    is read in chunks of cells and never densified.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
+    key
+        Key of the graph (a tree), e.g. ``"rpg"``.
+    genes, layer, n_knots, n_grid
+        As in :func:`trends`.
+    df
+        Effective degrees of freedom of every curve (> 2; default 6), lowered
+        with a warning when the cells of a lineage cannot carry it.
+    key_added
+        Name of the result; default ``f"{key}_association"``.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+
+    ``adata.uns[name]``
+        ``method`` (``"association_test"``), ``params``, ``graph``,
+        ``lineages`` (``{leaf segment id: segment ids from the root}``),
+        ``grid``, ``knots``, ``df``, ``n_cells`` (per lineage).
+    ``adata.varm[f"{name}_curves"]``
+        Genes × lineages × ``n_grid`` curves, NaN outside a lineage's
+        pseudotime range and for genes not tested.
+    ``adata.var[f"{name}_F"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_amplitude"]``
+        F statistic, p-value, BH-adjusted q-value and amplitude (NaN for
+        genes not tested).
+
+    Examples
+    --------
+    >>> import scanpy as sc, scskeleton as sks
+    >>> adata = sks.datasets.krumsiek11()
+    >>> sc.pp.pca(adata, n_comps=10)
+    >>> sks.tl.rpg(adata)
+    >>> sks.tl.root(adata, "rpg", group=("cell_type", "progenitor"))
+    >>> sks.tl.pseudotime(adata, "rpg")
+    >>> sks.tl.association_test(adata, "rpg")
+    >>> adata.var.sort_values("rpg_association_qval").head()
+    """
+    read_graph(adata, key)
+    name = check_key(key_added, f"{key}_association")
+    segments, labels, pseudotime = _trajectory(adata, key)
+    chains = core.lineages(segments, adata.uns[key]["root"])
+    matrix, layer_name = _expression(adata, layer)
+    columns = _gene_columns(adata, genes)
+    order = sorted(segments, key=core._segment_order)
+    index = {segment: i for i, segment in enumerate(order)}
+    membership = np.zeros((len(order), len(chains)))
+    for l, chain in enumerate(chains):
+        membership[[index[segment] for segment in chain], l] = 1.0
+    used = membership.sum(axis=1) > 0
+    membership[used] /= membership[used].sum(axis=1, keepdims=True)
+    group = np.array([index.get(label, -1) for label in labels])
+    rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
+    rows = rows[used[group[rows]]]
+    kept = np.flatnonzero(used)  # segments on some lineage (all of a rooted tree's component)
+    remap = np.full(len(order), -1)
+    remap[kept] = np.arange(kept.size)
+    start = logg.info(
+        f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
+        f"({rows.size} cells)"
+    )
+    result = core.association_test(
+        matrix, rows, pseudotime[rows], remap[group[rows]], membership[kept], n_knots=n_knots, df=df,
+        n_grid=n_grid, columns=columns,
+    )
+    _warn_lowered_df(df, result.df)
+
+    adata = adata.copy() if copy else adata
+    tested = np.arange(adata.n_vars) if columns is None else columns
+    curves = np.full((adata.n_vars, len(chains), result.grid.size), np.nan)
+    curves[tested] = result.curves
+    adata.varm[f"{name}_curves"] = curves
+    for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
+                           ("amplitude", result.amplitude)):
+        adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
+    adata.uns[name] = {
+        "method": "association_test",
+        "params": plain_params(dict(key=key, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
+                                    n_grid=n_grid)),
+        "graph": key,
+        "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},
+        "grid": result.grid,
+        "knots": result.knots,
+        "df": result.df,
+        "n_cells": result.n_cells.astype(np.int64),
+    }
+    logg.info(
+        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
+        time=start,
+        deep=(f"added\n    uns[{name!r}], varm['{name}_curves'], var['{name}_F', '{name}_pval', "
+              f"'{name}_qval', '{name}_amplitude']"),
+    )
+    return adata if copy else None
+
+
 def _warn_lowered_df(requested, used: float) -> None:
     if requested is not None and used < requested - 1e-3:
         logg.warning(
