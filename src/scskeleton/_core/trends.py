@@ -167,8 +167,7 @@ def sufficient_statistics(
             raise ValueError("The expression values contain NaN or infinite values; remove or impute them first.")
         cross[genes] += np.asarray(chunk.T @ expanded[cells])
         sumsq[genes] += np.asarray(squared.T @ indicator[cells])
-        for r in range(2):
-            differing[r, genes] += _count_differing(chunk, references[r, genes])
+        differing[:, genes] += _count_differing(chunk, references[:, genes])
     gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
     return SufficientStatistics(
         gram=gram,
@@ -187,16 +186,23 @@ def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> 
     return np.asarray(picked.toarray() if sparse.issparse(picked) else picked, dtype=np.float64)
 
 
-def _count_differing(chunk, reference: np.ndarray) -> np.ndarray:
-    """Per gene (column), the cells of ``chunk`` whose value differs from ``reference``."""
-    n_rows = chunk.shape[0]
+def _count_differing(chunk, references: np.ndarray) -> np.ndarray:
+    """Per reference row r and gene (column), the cells of ``chunk`` whose value differs from ``references[r]``."""
+    n_rows, n_cols = chunk.shape
     if not sparse.issparse(chunk):
-        return (chunk != reference[None, :]).sum(axis=0)
-    coo = chunk.tocoo()
-    stored = np.bincount(coo.col, minlength=chunk.shape[1])
-    equal = np.bincount(coo.col[coo.data == reference[coo.col]], minlength=chunk.shape[1])
-    implicit_equal = np.where(reference == 0, n_rows - stored, 0)  # zeros not stored
-    return n_rows - equal - implicit_equal
+        return np.stack([(chunk != reference[None, :]).sum(axis=0) for reference in references])
+    if chunk.format == "csr":
+        cols, data = chunk.indices, chunk.data
+    else:
+        coo = chunk.tocoo()
+        cols, data = coo.col, coo.data
+    stored = np.bincount(cols, minlength=n_cols)
+    out = np.empty((len(references), n_cols))
+    for r, reference in enumerate(references):
+        equal = np.bincount(cols[data == reference[cols]], minlength=n_cols)
+        implicit_equal = np.where(reference == 0, n_rows - stored, 0)  # zeros not stored
+        out[r] = n_rows - equal - implicit_equal
+    return out
 
 
 def _chunks(matrix, rows: np.ndarray, columns: np.ndarray | None):
@@ -580,13 +586,19 @@ def fit_branch_warps(
     sub_rows, sub_times, sub_groups = rows[pick], times[pick], groups[pick]
     columns = np.arange(matrix.shape[1]) if columns is None else np.asarray(columns, dtype=np.intp)
     block = matrix[sub_rows][:, columns]
-    block = block.toarray() if sparse.issparse(block) else np.asarray(block, dtype=float)
-    block = np.asarray(block, dtype=float)
-    spread = block.std(axis=0)
+    if sparse.issparse(block):  # choose the genes on the sparse block; densify only those
+        block = sparse.csc_matrix(block, dtype=np.float64)
+        mean = np.asarray(block.mean(axis=0)).ravel()
+        spread = np.sqrt(np.maximum(np.asarray(block.multiply(block).mean(axis=0)).ravel() - mean**2, 0.0))
+    else:
+        block = np.asarray(block, dtype=np.float64)
+        spread = block.std(axis=0)
     keep = np.argsort(-spread, kind="stable")[: min(WARP_GENES, int((spread > 0).sum()))]
     if keep.size == 0:
         return np.ones(n_branches)
-    values = (block[:, keep] - block[:, keep].mean(axis=0)) / spread[keep]
+    chosen = block[:, keep]
+    chosen = chosen.toarray() if sparse.issparse(chosen) else chosen
+    values = (chosen - chosen.mean(axis=0)) / spread[keep]
     zeros = np.zeros(sub_rows.size, dtype=np.intp)
 
     def loss(scales: np.ndarray) -> float:
