@@ -333,3 +333,11 @@ def test_lineages_follow_segments_from_the_root_to_every_leaf():
     assert tr.lineages(segments, 0) == [["0", "1"], ["0", "2", "3"], ["0", "2", "4"]]
     with pytest.raises(ValueError, match="not unique"):
         tr.lineages({**segments, "5": np.array([3, 5])}, 0)  # a second way into node 5: a cycle
+
+
+def test_lineage_membership_shares_a_segment_between_the_lineages_through_it():
+    on_lineage, membership = tr.lineage_membership([["0", "1"], ["0", "2", "3"], ["0", "2", "4"]])
+    assert on_lineage == ["0", "1", "2", "3", "4"]
+    np.testing.assert_allclose(membership.sum(axis=1), 1.0)
+    np.testing.assert_allclose(membership[0], 1 / 3)
+    np.testing.assert_allclose(membership[2], [0, 0.5, 0.5])

@@ -354,6 +354,7 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
     leaves = members[degree[members] == 1]
     candidates = leaves[share[leaves] >= 0.5]
     if not candidates.size and leaves.size:
+        adjacency = sparse.csr_matrix(adjacency)
         half = 0.5 * group_mass[members].sum()
         overall = group_mass[members].sum() / max(total_mass[members].sum(), np.finfo(float).tiny)
         candidates = np.array(
@@ -372,9 +373,8 @@ def _best_root(adjacency, nodes, members, group_mass, total_mass) -> int:
     return int(candidates[np.argmin(score)])
 
 
-def _terminal_stretch(adjacency: sparse.spmatrix, degree: np.ndarray, leaf: int) -> np.ndarray:
-    """Nodes from ``leaf`` inwards up to, not including, the first node of degree ≥ 3."""
-    adjacency = sparse.csr_matrix(adjacency)
+def _terminal_stretch(adjacency: sparse.csr_matrix, degree: np.ndarray, leaf: int) -> np.ndarray:
+    """Nodes from ``leaf`` inwards up to, not including, the first node of degree ≥ 3 (``adjacency`` in CSR)."""
     stretch, previous, here = [leaf], -1, leaf
     while True:
         ahead = [n for n in adjacency.indices[adjacency.indptr[here] : adjacency.indptr[here + 1]] if n != previous]

@@ -960,6 +960,19 @@ def lineages(segments: dict[str, np.ndarray], roots) -> list[list[str]]:
     return out
 
 
+def lineage_membership(chains: list[list[str]]) -> tuple[list[str], np.ndarray]:
+    """The segments on some lineage (ordered by id) and their S × L weights for :func:`association_test`.
+
+    A segment that k of the lineages pass through weighs 1/k in each of them, 0 in the others.
+    """
+    on_lineage = sorted({segment for chain in chains for segment in chain}, key=_segment_order)
+    index = {segment: i for i, segment in enumerate(on_lineage)}
+    membership = np.zeros((len(on_lineage), len(chains)))
+    for l, chain in enumerate(chains):
+        membership[[index[segment] for segment in chain], l] = 1.0
+    return on_lineage, membership / membership.sum(axis=1, keepdims=True)
+
+
 def branch_cells(segments: dict[str, np.ndarray], branch_point: int, roots) -> tuple[list[str], list[list[str]]]:
     """Which segments form the trunk before a branch point and each branch after it.
 

@@ -459,25 +459,16 @@ def association_test(
     chains = core.lineages(segments, adata.uns[key]["root"])
     matrix, layer_name = _expression(adata, layer)
     columns = _gene_columns(adata, genes)
-    order = sorted(segments, key=core._segment_order)
-    index = {segment: i for i, segment in enumerate(order)}
-    membership = np.zeros((len(order), len(chains)))
-    for l, chain in enumerate(chains):
-        membership[[index[segment] for segment in chain], l] = 1.0
-    used = membership.sum(axis=1) > 0
-    membership[used] /= membership[used].sum(axis=1, keepdims=True)
+    on_lineage, membership = core.lineage_membership(chains)
+    index = {segment: i for i, segment in enumerate(on_lineage)}
     group = np.array([index.get(label, -1) for label in labels])
     rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
-    rows = rows[used[group[rows]]]
-    kept = np.flatnonzero(used)  # segments on some lineage (all of a rooted tree's component)
-    remap = np.full(len(order), -1)
-    remap[kept] = np.arange(kept.size)
     start = logg.info(
         f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
         f"({rows.size} cells)"
     )
     result = core.association_test(
-        matrix, rows, pseudotime[rows], remap[group[rows]], membership[kept], n_knots=n_knots, df=df,
+        matrix, rows, pseudotime[rows], group[rows], membership, n_knots=n_knots, df=df,
         n_grid=n_grid, columns=columns,
     )
     _warn_lowered_df(df, result.df)
