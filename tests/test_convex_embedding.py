@@ -6,7 +6,7 @@ import pytest
 from scipy.linalg import orthogonal_procrustes
 
 import scskeleton as sks
-from scskeleton._core import regularized as core
+from scskeleton._core.convex import regularized as core
 
 MAXITER = 300
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from scskeleton._core.assign import kmeans, soft_assignment, squared_distances
+from scskeleton._core.trees.assign import kmeans, soft_assignment, squared_distances
 
 
 def _direct(points, centers, sigma):

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy import linalg, sparse
 
-from scskeleton._core.assign import soft_assignment
-from scskeleton._core.ddrtree import (
+from scskeleton._core.trees.assign import soft_assignment
+from scskeleton._core.trees.ddrtree import (
     _objective,
     ddrtree,
     default_n_centers,

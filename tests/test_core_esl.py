@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from scipy.spatial import distance
 
-from scskeleton._core import esl as core
-from scskeleton._core.affinities import calibrate_bandwidths, symmetric_edge_affinities
+from scskeleton._core.cellgraphs import esl as core
+from scskeleton._core.cellgraphs.affinities import calibrate_bandwidths, symmetric_edge_affinities
 from scskeleton._core.graphs import from_edges, knn_edges, neighbour_table
-from scskeleton._core.logdet import MAX_DENSE_POINTS, all_pairs, regularized_laplacian
+from scskeleton._core.cellgraphs.logdet import MAX_DENSE_POINTS, all_pairs, regularized_laplacian
 from scskeleton.datasets import line_and_circle
 
 
@@ -190,7 +190,7 @@ def test_nan_and_size_limits():
 
 
 def test_trivial_solution_is_reported_with_the_parameter_to_change(monkeypatch):
-    from scskeleton._core.logdet import BoxProgramResult
+    from scskeleton._core.cellgraphs.logdet import BoxProgramResult
 
     def stuck_at_zero(value_and_gradient, start, **kwargs):
         return BoxProgramResult(weights=np.zeros_like(start), objective=np.zeros(1), n_iter=1, converged=True,

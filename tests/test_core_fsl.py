@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from scskeleton._core import fsl as core
+from scskeleton._core.cellgraphs import fsl as core
 from scskeleton._core.projections import project_rows_to_simplex, project_to_capped_simplex
 
 

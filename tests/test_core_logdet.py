@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from scskeleton._core.graphs import knn_edges
-from scskeleton._core.logdet import (
+from scskeleton._core.cellgraphs.logdet import (
     all_pairs,
     candidate_edges,
     check_dense_size,

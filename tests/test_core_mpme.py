@@ -7,8 +7,8 @@ from scipy import linalg
 import scskeleton as sks
 from scskeleton._core.embed import kernel_pca
 from scskeleton._core.graphs import knn_edges
-from scskeleton._core.logdet import all_pairs, regularized_laplacian
-from scskeleton._core.mpme import default_phi_scale, mpme, mpme_objective, pair_distances
+from scskeleton._core.cellgraphs.logdet import all_pairs, regularized_laplacian
+from scskeleton._core.cellgraphs.mpme import default_phi_scale, mpme, mpme_objective, pair_distances
 
 
 def _distorted_s(n=100):

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from scskeleton._core import regularized as core
-from scskeleton._core.losses import LOSSES, build_loss
-from scskeleton._core.regularizers import (
+from scskeleton._core.convex import regularized as core
+from scskeleton._core.convex.losses import LOSSES, build_loss
+from scskeleton._core.convex.regularizers import (
     REGULARIZERS,
     BiconjugateRegularizer,
     CompletedSquareRegularizer,
@@ -164,7 +164,7 @@ def test_regularizer_gradient_matches_finite_differences(name, gamma):
 @pytest.mark.parametrize("name", ["partitioned", "completed_square", "biconjugate"])
 def test_spectral_gradients_need_only_the_top_eigenvectors(name):
     """The gradient from the top ``vectors_needed`` eigenvectors equals Q diag(·) Qᵀ from all of them."""
-    from scskeleton._core.regularizers import descending_eigh
+    from scskeleton._core.convex.regularizers import descending_eigh
 
     for seed, scale, gamma in [(0, 1.0, 1e-2), (1, 30.0, 1e-2), (2, 3000.0, 1e-3), (3, 0.01, 1.0)]:
         regularizer = _regularizer(name, gamma)

@@ -1,13 +1,13 @@
 import numpy as np
 
-from scskeleton._core.ddrtree import default_n_centers
+from scskeleton._core.trees.ddrtree import default_n_centers
 import pytest
 from scipy import optimize, sparse
 
 import scskeleton as sks
-from scskeleton._core.assign import soft_assignment
+from scskeleton._core.trees.assign import soft_assignment
 from scskeleton._core.graphs import laplacian, minimum_spanning_tree
-from scskeleton._core.rpg import _L1Program, _update_centers, default_n_nodes, rpg
+from scskeleton._core.trees.rpg import _L1Program, _update_centers, default_n_nodes, rpg
 
 
 def _points(name, **kwargs):

@@ -7,8 +7,8 @@ import pytest
 import scskeleton as sks
 from scskeleton._core.embed import kernel_pca
 from scskeleton._core.graphs import knn_edges
-from scskeleton._core.logdet import edge_squared_distances, regularized_laplacian
-from scskeleton._core.spl import PHI_SCALE_FACTOR, spl, spl_objective
+from scskeleton._core.cellgraphs.logdet import edge_squared_distances, regularized_laplacian
+from scskeleton._core.cellgraphs.spl import PHI_SCALE_FACTOR, spl, spl_objective
 
 
 def _problem(seed=0, n=14, d_features=5):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from scskeleton._core import trajectory as tr
+from scskeleton._core.trees import trajectory as tr
 
 
 def _graph(edges, n_nodes):

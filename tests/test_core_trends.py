@@ -1,11 +1,11 @@
-"""Tests of ``_core.trends``: spline algebra against brute force, calibration, recovery, topology."""
+"""Tests of ``_core.stats.trends``: spline algebra against brute force, calibration, recovery, topology."""
 
 import numpy as np
 import pytest
 from scipy import interpolate, sparse, stats
 
 import scskeleton as sks
-from scskeleton._core import trends as tr
+from scskeleton._core.stats import trends as tr
 
 
 def _times(n, seed=0, low=0.0, high=2.0):

@@ -1,4 +1,4 @@
-"""Tests of bootstrap branch support: ``_core.support`` on hand-made trees, ``tl.branch_support``
+"""Tests of bootstrap branch support: ``_core.trees.support`` on hand-made trees, ``tl.branch_support``
 on generated branching data, and its display in ``pl.tree``."""
 
 import anndata
@@ -14,9 +14,9 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton._core import support as core  # noqa: E402
+from scskeleton._core.trees import support as core  # noqa: E402
 from scskeleton._core.graphs import degrees, from_edges  # noqa: E402
-from scskeleton._core.trajectory import project_onto_graph  # noqa: E402
+from scskeleton._core.trees.trajectory import project_onto_graph  # noqa: E402
 from scskeleton._schema import cell_coordinates, read_graph  # noqa: E402
 from scskeleton.tl._support import _refit_kwargs  # noqa: E402
 

@@ -10,9 +10,9 @@ from scipy import sparse
 from scipy.stats import spearmanr
 
 import scskeleton as sks
-from scskeleton._core.gaps import bridging_edges
+from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
-from scskeleton._core.pruning import prune_tree
+from scskeleton._core.trees.pruning import prune_tree
 
 
 @pytest.fixture

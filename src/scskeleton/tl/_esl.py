@@ -7,7 +7,7 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import esl as core
+from .._core.cellgraphs import esl as core
 from .._schema import component_key
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import solver_run

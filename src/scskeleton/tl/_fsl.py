@@ -6,7 +6,7 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import fsl as core
+from .._core.cellgraphs import fsl as core
 from .._core.validation import check_integer
 from ._inputs import check_key, check_random_state, get_features
 from ._progress import solver_run

@@ -6,7 +6,7 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import mpme as core
+from .._core.cellgraphs import mpme as core
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import solver_run
 from ._results import write_result

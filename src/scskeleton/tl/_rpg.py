@@ -5,8 +5,8 @@ from __future__ import annotations
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import rpg as core
-from .._core.pruning import MIN_EXTENSION, MIN_MASS
+from .._core.trees import rpg as core
+from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import solver_run
 from ._results import write_graph

@@ -5,7 +5,7 @@ from __future__ import annotations
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import spl as core
+from .._core.cellgraphs import spl as core
 from ._inputs import check_key, check_random_state, get_representation
 from ._progress import solver_run
 from ._results import write_result
@@ -63,7 +63,7 @@ def spl(
     default divides by 30 × the median squared length of the kNN edges: the
     first step of Algorithm 1 then stays below the optimum and f rises from
     the start, whatever the units (see
-    :func:`scskeleton._core.spl.default_phi_scale`); the model smooths over
+    :func:`scskeleton._core.cellgraphs.spl.default_phi_scale`); the model smooths over
     about 8 neighbour distances (√(d · phi_scale), d = 2). ``phi_scale=1``
     gives the paper's raw distances, with which the first step can overshoot
     so far that the best iterate is S = 0, i.e. plain PCA (it does on the

@@ -11,8 +11,8 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import support as core
-from .._core.trajectory import project_onto_graph
+from .._core.trees import support as core
+from .._core.trees.trajectory import project_onto_graph
 from .._core.validation import check_integer
 from .._schema import StoredGraph, cell_coordinates, is_cell_graph, read_graph
 from . import _progress

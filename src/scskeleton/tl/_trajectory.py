@@ -10,7 +10,7 @@ import scanpy as sc
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import trajectory as core
+from .._core.trees import trajectory as core
 from .._core.graphs import degrees
 from .._core.validation import check_integer
 from .._schema import (

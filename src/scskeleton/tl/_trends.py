@@ -10,8 +10,8 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core import trajectory as trajectory_core
-from .._core import trends as core
+from .._core.trees import trajectory as trajectory_core
+from .._core.stats import trends as core
 from .._schema import pseudotime_key, read_graph, segment_key
 from ._inputs import check_key, get_expression
 from ._results import plain_params

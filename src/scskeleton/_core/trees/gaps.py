@@ -26,7 +26,7 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from .graphs import edge_list
+from ..graphs import edge_list
 from .trajectory import GraphProjection, project_onto_graph
 
 #: An edge whose empty stretch exceeds this many noise widths bridges a gap.

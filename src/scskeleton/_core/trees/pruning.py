@@ -43,8 +43,8 @@ import numpy as np
 from scipy import sparse
 
 from .assign import CHUNK_ROWS, squared_distances
-from .graphs import symmetrize
-from .validation import check_positive
+from ..graphs import symmetrize
+from ..validation import check_positive
 
 #: Default threshold on the extension e(β) below which a terminal branch is noise. The cells
 #: nearest a stub node are the tube's own outliers on one side: with the heavy tails of

@@ -17,7 +17,7 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from .assign import CHUNK_ROWS, squared_distances
-from .graphs import degrees, edge_lengths, neighbour_table, symmetrize
+from ..graphs import degrees, edge_lengths, neighbour_table, symmetrize
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 from scipy import sparse
 from scipy.spatial import distance
 
-from .graphs import from_edges, neighbour_table
+from ..graphs import from_edges, neighbour_table
 
 #: Entropy tolerance of the bandwidth search, in nats (as in scikit-learn's t-SNE).
 ENTROPY_TOL = 1e-5

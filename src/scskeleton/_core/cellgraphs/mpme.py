@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .embed import kernel_pca, smallest_generalized_eigenvectors
-from .graphs import from_edges
+from ..embed import kernel_pca, smallest_generalized_eigenvectors
+from ..graphs import from_edges
 from .logdet import (
     BoxProgramResult,
     LaplacianLogDet,
@@ -52,7 +52,7 @@ from .logdet import (
     minimize_box,
     regularized_laplacian,
 )
-from .validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
+from ..validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
 
 #: Up to this many cells every pair of cells is a candidate edge.
 ALL_PAIRS_MAX = 500

@@ -36,10 +36,10 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from .affinities import symmetric_edge_affinities
-from .embed import kernel_pca_per_component
-from .graphs import from_edges
+from ..embed import kernel_pca_per_component
+from ..graphs import from_edges
 from .logdet import candidate_edges, check_dense_size, laplacian_logdet, minimize_box
-from .validation import as_float_matrix, check_integer, check_positive
+from ..validation import as_float_matrix, check_integer, check_positive
 
 #: With ``n_neighbors=None``, all pairs are candidates up to this many points;
 #: above, the symmetrised 3·perplexity nearest neighbours (as Barnes–Hut t-SNE).

@@ -29,10 +29,10 @@ from scipy.sparse import csgraph
 
 from .assign import kmeans, soft_assignment, squared_distances
 from .ddrtree import default_n_centers
-from .graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
+from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
-from .validation import as_float_matrix, check_integer, check_positive
+from ..validation import as_float_matrix, check_integer, check_positive
 
 GRAPHS = ("tree", "l1")
 #: Most landmarks of the ℓ1 graph's default.
@@ -65,7 +65,7 @@ class RPGResult:
         Terminal branches removed after the fit (tree, ``prune=True``).
     gap_edges
         Edges that cross a gap in the data (E × 2,
-        :func:`~scskeleton._core.gaps.bridging_edges`); tree only.
+        :func:`~scskeleton._core.trees.gaps.bridging_edges`); tree only.
     """
 
     centers: np.ndarray
@@ -83,7 +83,7 @@ class RPGResult:
 
 def default_n_nodes(n_points: int) -> int:
     """K used when none is given: DDRTree's rule without its cap
-    (:func:`~scskeleton._core.ddrtree.default_n_centers` with ``most=None``),
+    (:func:`~scskeleton._core.trees.ddrtree.default_n_centers` with ``most=None``),
     a node per ten points, 50 to about 150 nodes. Algorithm 1's K = N puts a
     node on every point, and the spanning tree then branches at every outlier."""
     return default_n_centers(n_points, most=None)
@@ -167,7 +167,7 @@ def rpg(
         Seed of the k-means landmarks (the only random step).
     prune, min_branch_extension, min_branch_fraction
         Tree only: after the fit, remove terminal branches that do not stand
-        out of the noise (:func:`~scskeleton._core.pruning.prune_tree`); P is
+        out of the noise (:func:`~scskeleton._core.trees.pruning.prune_tree`); P is
         then recomputed by eq. (18) for the nodes that remain.
     callback
         Called as ``callback(iteration, objective)`` after each iteration.

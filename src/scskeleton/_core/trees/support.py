@@ -4,7 +4,7 @@ A fitted tree is compared with trees refitted on subsamples of the cells. The
 comparison never looks at node positions or ids (a refit has its own nodes,
 possibly in its own latent space): it compares *sets of cells*, so it needs
 only each fit's adjacency and where each cell projects onto it
-(:func:`~scskeleton._core.trajectory.project_onto_graph`), and it needs no root.
+(:func:`~scskeleton._core.trees.trajectory.project_onto_graph`), and it needs no root.
 
 Branch points and their arms
     A branch point b (degree m ≥ 3) splits its connected component into m
@@ -50,7 +50,7 @@ from scipy import sparse
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse import csgraph
 
-from .graphs import degrees, symmetrize
+from ..graphs import degrees, symmetrize
 
 #: Refitted branch points of higher degree contribute their single arms only
 #: (the unions of arms grow as 2^degree).

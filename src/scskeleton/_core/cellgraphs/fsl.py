@@ -59,10 +59,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg, sparse
 
-from .embed import kernel_pca
+from ..embed import kernel_pca
 from .logdet import check_dense_size
-from .projections import project_rows_to_simplex, project_to_capped_simplex
-from .validation import as_float_matrix, check_integer, check_positive
+from ..projections import project_rows_to_simplex, project_to_capped_simplex
+from ..validation import as_float_matrix, check_integer, check_positive
 
 #: Armijo sufficient-decrease constant and backtracking factor.
 ARMIJO = 1e-4

@@ -9,7 +9,7 @@ Each loss is an object built from the target matrix ``D`` (t × t) with a
 ``value(D̂)`` and a ``gradient(D̂)`` (the t × t matrix ∂L/∂D̂, entries indexed
 like D̂, sums over all ordered pairs ij as in the paper). The solver chains the
 gradient to K̃ through the adjoint of the linear map (3)
-(:func:`scskeleton._core.regularized.distances_adjoint`). ``LOSSES`` maps the
+(:func:`scskeleton._core.convex.regularized.distances_adjoint`). ``LOSSES`` maps the
 public names to the classes.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from scipy import special
 from scipy.sparse import csgraph
 
-from .graphs import from_edges, knn_edges
+from ..graphs import from_edges, knn_edges
 
 
 def _centre_both(matrix: np.ndarray) -> np.ndarray:

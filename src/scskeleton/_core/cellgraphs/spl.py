@@ -48,10 +48,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .embed import kernel_pca, principal_directions
-from .graphs import from_edges, knn_edges
+from ..embed import kernel_pca, principal_directions
+from ..graphs import from_edges, knn_edges
 from .logdet import LaplacianLogDet, check_dense_size, edge_squared_distances, laplacian_logdet
-from .validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
+from ..validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
 
 #: Default divisor of φ, in multiples of the median squared length of the candidate edges.
 PHI_SCALE_FACTOR = 30.0

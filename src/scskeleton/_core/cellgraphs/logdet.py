@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg, optimize
 
-from .graphs import knn_edges
+from ..graphs import knn_edges
 
 #: Largest number of cells the dense log-det learners accept.
 MAX_DENSE_POINTS = 5_000

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import interpolate, linalg, optimize, sparse, stats
 
-from .validation import check_integer, check_positive
+from ..validation import check_integer, check_positive
 
 DEGREE = 3
 #: Generalized eigenvalues μ (in [0, 1]) closer than this to 0 or 1 count as exactly 0 or 1.

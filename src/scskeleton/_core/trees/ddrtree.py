@@ -35,11 +35,11 @@ import numpy as np
 from scipy import linalg, sparse
 
 from .assign import CHUNK_ROWS, kmeans, soft_assignment
-from .embed import principal_directions
-from .graphs import laplacian, minimum_spanning_tree
+from ..embed import principal_directions
+from ..graphs import laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
-from .validation import as_float_matrix, check_integer, check_positive
+from ..validation import as_float_matrix, check_integer, check_positive
 
 
 #: An eigenvalue of YᵀY counts as signal when it exceeds this multiple of the median one ...
@@ -83,7 +83,7 @@ class DDRTreeResult:
         are gone from ``centers``, ``tree`` and ``assignment``.
     gap_edges
         Edges of the tree that cross a gap in the data (E × 2), judged on YW
-        (:func:`~scskeleton._core.gaps.bridging_edges`).
+        (:func:`~scskeleton._core.trees.gaps.bridging_edges`).
     """
 
     projection: np.ndarray
@@ -162,7 +162,7 @@ def default_lam(n_cells: int) -> float:
     generated branching data pseudotime Spearman 0.95–0.97 against 0.99; on
     scanpy's toggleswitch no bifurcation). Smaller values resolve more
     branches but also grow stubs through thick clouds of cells, which the
-    pruning after the fit removes (:mod:`~scskeleton._core.pruning`); N / 4
+    pruning after the fit removes (:mod:`~scskeleton._core.trees.pruning`); N / 4
     keeps toggleswitch's short branch (N / 2 contracts it into the noise) and
     the generated trees' pseudotime at Spearman ≥ 0.99.
     """
@@ -211,7 +211,7 @@ def ddrtree(
         Seed of the k-means initialisation (the only random step).
     prune, min_branch_extension, min_branch_fraction
         After the fit, remove terminal branches that do not stand out of the
-        noise (:func:`~scskeleton._core.pruning.prune_tree`), judged on the
+        noise (:func:`~scskeleton._core.trees.pruning.prune_tree`), judged on the
         projected data YW (not on Z, which the quantization term pulls onto the
         centers); the assignment is then recomputed by eq. (32) for the centers
         that remain.

@@ -35,8 +35,8 @@ import numpy as np
 from scipy import linalg
 from scipy.spatial import distance
 
-from .embed import center_kernel, kernel_pca, top_eigenpairs
-from .logdet import check_dense_size
+from ..embed import center_kernel, kernel_pca, top_eigenpairs
+from ..cellgraphs.logdet import check_dense_size
 from .losses import LOSSES, Loss, build_loss
 from .regularizers import (
     REGULARIZERS,
@@ -46,7 +46,7 @@ from .regularizers import (
     build_regularizer,
     descending_eigh,
 )
-from .validation import as_float_matrix, check_integer, check_positive
+from ..validation import as_float_matrix, check_integer, check_positive
 
 #: Largest number of points the dense solver accepts (one t × t eigendecomposition per step).
 MAX_POINTS = 2_000

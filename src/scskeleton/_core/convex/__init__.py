@@ -1,0 +1,1 @@
+"""Convex embedding: losses, regularizers and the regularized kernel solver."""

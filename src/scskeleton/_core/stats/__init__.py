@@ -1,0 +1,1 @@
+"""Gene-level statistics along a trajectory: penalised splines and the trend, branch and association tests."""

@@ -1,0 +1,1 @@
+"""Principal trees and graphs over node sets: soft assignment, DDRTree, RPG, projection onto edges, pseudotime, pruning, gaps, bootstrap support."""
