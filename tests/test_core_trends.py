@@ -1,11 +1,11 @@
-"""Tests of ``_core.stats.trends``: spline algebra against brute force, calibration, recovery, topology."""
+"""Tests of ``_core.stats``: spline algebra against brute force, calibration, recovery, topology."""
 
 import numpy as np
 import pytest
 from scipy import interpolate, sparse, stats
 
 import scskeleton as sks
-from scskeleton._core.stats import trends as tr
+from scskeleton._core.stats import association, branches, lineages, splines, trends
 
 
 def _times(n, seed=0, low=0.0, high=2.0):
@@ -14,12 +14,12 @@ def _times(n, seed=0, low=0.0, high=2.0):
 
 def test_basis_sums_to_one_and_penalty_is_the_integral_of_curvature():
     times = _times(300)
-    basis = tr.spline_basis(times, 8)
+    basis = splines.spline_basis(times, 8)
     np.testing.assert_allclose(basis.design(times).sum(axis=1), 1.0, atol=1e-12)
     assert basis.n_basis == basis.knots.size + 2
     # brute force: a fine trapezoid rule for ∫ B_j'' B_k''
     fine = np.linspace(basis.knots[0], basis.knots[-1], 200_001)
-    second = interpolate.BSpline(basis.vector, np.eye(basis.n_basis), tr.DEGREE).derivative(2)(fine)
+    second = interpolate.BSpline(basis.vector, np.eye(basis.n_basis), splines.DEGREE).derivative(2)(fine)
     step = fine[1] - fine[0]
     weights = np.full(fine.size, step)
     weights[[0, -1]] /= 2
@@ -36,10 +36,10 @@ def test_fit_matches_the_dense_penalised_solution(df):
     times = _times(400, seed=1)
     values = np.column_stack([np.sin(3 * times), times**2, rng.standard_normal(400), np.cos(8 * times)])
     values = values + 0.3 * rng.standard_normal(values.shape)
-    basis = tr.spline_basis(times, 10)
+    basis = splines.spline_basis(times, 10)
     design = basis.design(times)
-    stats = tr.sufficient_statistics(values, np.arange(400), design, np.zeros(400, dtype=int), 1)
-    fit = tr.penalized_fit(stats.gram[0], stats.cross[0], stats.sumsq[0], basis.penalty, df=df)
+    stats = splines.sufficient_statistics(values, np.arange(400), design, np.zeros(400, dtype=int), 1)
+    fit = splines.penalized_fit(stats.gram[0], stats.cross[0], stats.sumsq[0], basis.penalty, df=df)
     for gene in range(values.shape[1]):
         system = design.T @ design + fit.lam[gene] * basis.penalty
         coef = np.linalg.solve(system, design.T @ values[:, gene])
@@ -52,15 +52,15 @@ def test_fit_matches_the_dense_penalised_solution(df):
         if df is not None:
             assert fit.edf[gene] == pytest.approx(df, rel=1e-8)
     if df is None:  # GCV: the chosen λ minimises n·RSS/(n − edf)² over the searched grid
-        eigen = tr._eigen(stats.gram[0], basis.penalty)
+        eigen = splines._eigen(stats.gram[0], basis.penalty)
         for gene in range(values.shape[1]):
             scores = []
-            for theta in np.geomspace(*eigen.theta_range(), tr.GCV_POINTS):
+            for theta in np.geomspace(*eigen.theta_range(), splines.GCV_POINTS):
                 system = design.T @ design + theta * eigen.scale * basis.penalty
                 hat = design @ np.linalg.solve(system, design.T)
                 residual = values[:, gene] - hat @ values[:, gene]
                 scores.append(400 * residual @ residual / (400 - np.trace(hat)) ** 2)
-            best = np.geomspace(*eigen.theta_range(), tr.GCV_POINTS)[int(np.argmin(scores))] * eigen.scale
+            best = np.geomspace(*eigen.theta_range(), splines.GCV_POINTS)[int(np.argmin(scores))] * eigen.scale
             assert fit.lam[gene] == pytest.approx(best, rel=1e-9)
 
 
@@ -70,21 +70,21 @@ def test_sufficient_statistics_agree_for_dense_csr_csc_subsets_and_row_order(mon
     rows = rng.permutation(500)[:350]
     times = rng.uniform(0, 1, rows.size)
     groups = rng.integers(3, size=rows.size)
-    design = tr.spline_basis(times, 6).design(times)
+    design = splines.spline_basis(times, 6).design(times)
     columns = np.array([5, 0, 17, 59])
     dense = matrix.toarray().astype(np.float64)
     expected_cross = np.stack([design[groups == g].T @ dense[rows[groups == g]] for g in range(3)])
     expected_sumsq = np.stack([(dense[rows[groups == g]] ** 2).sum(axis=0) for g in range(3)])
-    monkeypatch.setattr(tr, "CHUNK_ELEMENTS", 500)  # many small chunks and gene blocks
+    monkeypatch.setattr(splines, "CHUNK_ELEMENTS", 500)  # many small chunks and gene blocks
     for form in (dense, matrix, matrix.tocsc(), matrix.tocoo()):
-        stats = tr.sufficient_statistics(form, rows, design, groups, 3)
+        stats = splines.sufficient_statistics(form, rows, design, groups, 3)
         np.testing.assert_allclose(stats.cross, expected_cross, rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(stats.sumsq, expected_sumsq, rtol=1e-6)
         np.testing.assert_array_equal(stats.n_cells, np.bincount(groups, minlength=3))
-        subset = tr.sufficient_statistics(form, rows, design, groups, 3, columns)
+        subset = splines.sufficient_statistics(form, rows, design, groups, 3, columns)
         np.testing.assert_allclose(subset.cross, expected_cross[:, :, columns], rtol=1e-6, atol=1e-9)
     order = rng.permutation(rows.size)  # the cells' order does not matter
-    shuffled = tr.sufficient_statistics(matrix, rows[order], design[order], groups[order], 3)
+    shuffled = splines.sufficient_statistics(matrix, rows[order], design[order], groups[order], 3)
     np.testing.assert_allclose(shuffled.cross, expected_cross, rtol=1e-6, atol=1e-9)
 
 
@@ -94,7 +94,7 @@ def test_trends_recover_true_curves_given_true_pseudotime():
     for branch in ("branch_1", "branch_2"):
         rows = np.flatnonzero(adata.obs["true_branch"].isin(["trunk", branch]).to_numpy())
         times = adata.obs["true_pseudotime"].to_numpy()[rows]
-        result = tr.trend_test(adata.X, rows, times)
+        result = trends.trend_test(adata.X, rows, times)
         fitted = np.stack([np.interp(times, result.grid, curve) for curve in result.curves], axis=1)
         truth = adata.layers["true_mean"][rows]
         r2 = 1 - ((fitted - truth) ** 2).mean(axis=0)[varies] / truth.var(axis=0)[varies]
@@ -107,7 +107,7 @@ def test_trends_recover_true_curves_given_true_pseudotime():
 def test_trend_p_values_hold_their_level_on_null_genes(df):
     rng = np.random.default_rng(4)
     times = _times(300, seed=4)
-    result = tr.trend_test(rng.standard_normal((300, 8000)), np.arange(300), times, df=df)
+    result = trends.trend_test(rng.standard_normal((300, 8000)), np.arange(300), times, df=df)
     for level in (0.05, 0.01):
         assert abs((result.pvals < level).mean() - level) < 0.25 * level + 0.004
     assert (result.qvals < 0.05).sum() <= 2  # (almost) nothing survives the correction
@@ -124,7 +124,7 @@ def test_branch_p_values_hold_their_level_when_branches_share_the_trend(n_trunk,
     groups = np.concatenate([np.zeros(n_trunk, int)] + [np.full(n, b + 1) for b, n in enumerate(n_branch)])
     shared = 1 / (1 + np.exp(-4 * (times - 1)))
     values = shared[:, None] + rng.standard_normal((times.size, 6000))
-    result = tr.branch_test(values, np.arange(times.size), times, groups, df=5.0)
+    result = branches.branch_test(values, np.arange(times.size), times, groups, df=5.0)
     for level in (0.05, 0.01):
         assert abs((result.pvals < level).mean() - level) < 0.25 * level + 0.004
     np.testing.assert_allclose(result.df_branches, 5.0)
@@ -136,11 +136,11 @@ def test_branch_moments_equal_the_traces_of_the_explicit_forms():
     rng = np.random.default_rng(6)
     times = np.concatenate([rng.uniform(0, 1, 40), 1 + rng.uniform(0, 1, 30), 1 + rng.uniform(0, 0.6, 25)])
     groups = np.repeat([0, 1, 2], [40, 30, 25])
-    basis = tr.spline_basis(times, 6)
+    basis = splines.spline_basis(times, 6)
     design = basis.design(times)
     gram = np.stack([design[groups == g].T @ design[groups == g] for g in range(3)])
     lam_shared, lam_branches = 0.3, [0.05, 2.0]
-    moments = tr._branch_moments(gram, basis.penalty, lam_shared, lam_branches)
+    moments = branches._branch_moments(gram, basis.penalty, lam_shared, lam_branches)
 
     def explained(weights, lam):
         weighted = weights[:, None] * design
@@ -163,7 +163,7 @@ def test_branch_test_finds_branch_dependent_genes_and_masks_curves_outside_branc
     after = np.clip(times - 1, 0, None)
     differ = np.where(groups == 1, after, -after)
     values = np.column_stack([differ, np.sin(2 * times), np.zeros_like(times)]) + 0.2 * rng.standard_normal((600, 3))
-    result = tr.branch_test(values, np.arange(600), times, groups)
+    result = branches.branch_test(values, np.arange(600), times, groups)
     assert result.qvals[0] < 1e-10 and result.qvals[1] > 0.05
     assert result.pvals[2] > 0.01
     short = result.grid > 1.5 + 1e-9  # the second branch has no cells there
@@ -174,7 +174,7 @@ def test_branch_test_finds_branch_dependent_genes_and_masks_curves_outside_branc
 def test_constant_genes_get_p_one_and_zero_r2():
     times = _times(100)
     values = np.column_stack([np.full(100, 3.0), np.zeros(100), times])
-    result = tr.trend_test(sparse.csr_matrix(values), np.arange(100), times)
+    result = trends.trend_test(sparse.csr_matrix(values), np.arange(100), times)
     np.testing.assert_array_equal(result.pvals[:2], 1.0)
     np.testing.assert_array_equal(result.r2[:2], 0.0)
     assert result.r2[2] == pytest.approx(1.0) and result.pvals[2] < 1e-12
@@ -183,13 +183,13 @@ def test_constant_genes_get_p_one_and_zero_r2():
 @pytest.mark.parametrize(
     ("call", "fragment"),
     [
-        (lambda v, t: tr.trend_test(v, np.arange(50), t, df=2.0), "df must be > 2"),
-        (lambda v, t: tr.trend_test(v, np.arange(50), np.zeros(50)), "same pseudotime"),
-        (lambda v, t: tr.trend_test(np.where(v > 0.5, np.nan, v), np.arange(50), t), "NaN"),
-        (lambda v, t: tr.trend_test(v, np.arange(50), np.where(t > 1, np.nan, t)), "finite"),
-        (lambda v, t: tr.trend_test(v, np.arange(50), t, columns=np.array([], dtype=int)), "No genes"),
-        (lambda v, t: tr.branch_test(v, np.arange(50), t, np.repeat([0, 1, 2], [20, 25, 5])), "has 5 cells"),
-        (lambda v, t: tr.branch_test(v, np.arange(50), t, np.repeat([0, 1], [20, 30])), "at least two branches"),
+        (lambda v, t: trends.trend_test(v, np.arange(50), t, df=2.0), "df must be > 2"),
+        (lambda v, t: trends.trend_test(v, np.arange(50), np.zeros(50)), "same pseudotime"),
+        (lambda v, t: trends.trend_test(np.where(v > 0.5, np.nan, v), np.arange(50), t), "NaN"),
+        (lambda v, t: trends.trend_test(v, np.arange(50), np.where(t > 1, np.nan, t)), "finite"),
+        (lambda v, t: trends.trend_test(v, np.arange(50), t, columns=np.array([], dtype=int)), "No genes"),
+        (lambda v, t: branches.branch_test(v, np.arange(50), t, np.repeat([0, 1, 2], [20, 25, 5])), "has 5 cells"),
+        (lambda v, t: branches.branch_test(v, np.arange(50), t, np.repeat([0, 1], [20, 30])), "at least two branches"),
     ],
 )
 def test_bad_input_is_rejected(call, fragment):
@@ -208,15 +208,15 @@ Y_SEGMENTS = {  # root 0; fork at node 3 into 3-5-6 (which forks again at 6) and
 
 
 def test_branch_cells_walk_the_oriented_tree():
-    trunk, branches = tr.branch_cells(Y_SEGMENTS, 3, 0)
+    trunk, branches = lineages.branch_cells(Y_SEGMENTS, 3, 0)
     assert trunk == ["0"] and branches == [["1"], ["2", "3", "4"]]
-    trunk, branches = tr.branch_cells(Y_SEGMENTS, 6, np.array([0]))
+    trunk, branches = lineages.branch_cells(Y_SEGMENTS, 6, np.array([0]))
     assert trunk == ["0", "2"] and branches == [["3"], ["4"]]
     with pytest.raises(ValueError, match="not a branch point"):
-        tr.branch_cells(Y_SEGMENTS, 5, 0)
+        lineages.branch_cells(Y_SEGMENTS, 5, 0)
     looped = {**Y_SEGMENTS, "5": np.array([4, 9, 7])}  # 4 → 7 closes a cycle between the branches
     with pytest.raises(ValueError, match="cycle"):
-        tr.branch_cells(looped, 3, 0)
+        lineages.branch_cells(looped, 3, 0)
 
 
 def _stretched_fork(stretch, seed=11, n_genes=600):
@@ -232,8 +232,8 @@ def _stretched_fork(stretch, seed=11, n_genes=600):
 
 def test_registration_removes_a_uniform_stretch_of_one_branch():
     values, learned, groups = _stretched_fork(1.3)
-    raw = tr.branch_test(values, np.arange(900), learned, groups, registration="none")
-    fitted = tr.branch_test(values, np.arange(900), learned, groups)
+    raw = branches.branch_test(values, np.arange(900), learned, groups, registration="none")
+    fitted = branches.branch_test(values, np.arange(900), learned, groups)
     assert (raw.pvals < 0.05).mean() > 0.3  # the stretch alone looks like a branch difference
     assert (fitted.pvals < 0.05).mean() < 0.08 and (fitted.qvals < 0.05).mean() < 0.02
     assert fitted.stretch[1] / fitted.stretch[0] == pytest.approx(1 / 1.3, rel=0.06)
@@ -247,7 +247,7 @@ def test_registration_keeps_branches_that_stop_early():
     groups = np.repeat([0, 1, 2], 300)
     centres = rng.uniform(0.3, 1.7, 600)
     values = 1.5 / (1 + np.exp(-(true[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((900, 600))
-    result = tr.branch_test(values, np.arange(900), true, groups)
+    result = branches.branch_test(values, np.arange(900), true, groups)
     assert result.stretch[1] / result.stretch[0] == pytest.approx(1.0, abs=0.1)
     assert (result.pvals < 0.05).mean() < 0.08
 
@@ -255,7 +255,7 @@ def test_registration_keeps_branches_that_stop_early():
 def test_registration_is_validated():
     values, learned, groups = _stretched_fork(1.0, n_genes=5)
     with pytest.raises(ValueError, match="registration"):
-        tr.branch_test(values, np.arange(900), learned, groups, registration="quantile")
+        branches.branch_test(values, np.arange(900), learned, groups, registration="quantile")
 
 
 def _degenerate_matrix(n=400, seed=13):
@@ -279,13 +279,13 @@ def test_degenerate_genes_are_never_significant(kind):
         "dense": values, "csr": sparse.csr_matrix(values), "csc": sparse.csc_matrix(values),
         "integer": np.round(values * 10).astype(np.int64), "float32": values.astype(np.float32),
     }[kind]
-    trend = tr.trend_test(matrix, np.arange(times.size), times)
+    trend = trends.trend_test(matrix, np.arange(times.size), times)
     np.testing.assert_array_equal(trend.degenerate, [True, True, True, False])
     np.testing.assert_array_equal(trend.pvals[:3], 1.0)
     np.testing.assert_array_equal(trend.r2[:3], 0.0)
     assert trend.pvals[3] < 1e-12
     groups = np.where(times < 1, 0, np.where(np.arange(times.size) % 2 == 0, 1, 2))
-    branch = tr.branch_test(matrix, np.arange(times.size), times, groups, df=4.0)
+    branch = branches.branch_test(matrix, np.arange(times.size), times, groups, df=4.0)
     np.testing.assert_array_equal(branch.pvals[:3], 1.0)
     np.testing.assert_array_equal(branch.fstat[:3], 0.0)
 
@@ -295,12 +295,12 @@ def test_df_beyond_what_the_cells_carry_is_lowered_not_refused():
     rng = np.random.default_rng(14)
     times = np.repeat(np.linspace(0, 1, 6), 20)  # 6 distinct values
     values = np.sin(3 * times)[:, None] + 0.1 * rng.standard_normal((120, 3))
-    result = tr.trend_test(values, np.arange(120), times, df=40.0)
+    result = trends.trend_test(values, np.arange(120), times, df=40.0)
     assert 2.5 <= result.edf[0] < 12 and np.all(result.pvals[:1] < 1e-6)
-    default = tr.trend_test(values, np.arange(120), times)  # df=6 may not fit 6 distinct times either
+    default = trends.trend_test(values, np.arange(120), times)  # df=6 may not fit 6 distinct times either
     assert 2.5 <= default.edf[0] <= 6.0
     with pytest.raises(ValueError, match="too few for a curve"):
-        tr.trend_test(values[:40], np.arange(40), np.repeat([0.0, 1.0], 20))
+        trends.trend_test(values[:40], np.arange(40), np.repeat([0.0, 1.0], 20))
 
 
 def _three_segment_tree(n=300, seed=15):
@@ -314,29 +314,29 @@ def _three_segment_tree(n=300, seed=15):
 def test_association_p_values_hold_their_level_and_detect_change_on_one_lineage():
     rng, times, groups, membership = _three_segment_tree()
     noise = rng.standard_normal((times.size, 4000))
-    null = tr.association_test(noise, np.arange(times.size), times, groups, membership)
+    null = association.association_test(noise, np.arange(times.size), times, groups, membership)
     for level in (0.05, 0.01):
         assert abs((null.pvals < level).mean() - level) < 0.25 * level + 0.004
     assert stats.kstest(null.pvals, "uniform").pvalue > 0.01
     late = np.where(groups == 2, times - 1, 0.0)  # changes on the second lineage only, after the fork
     signal = np.column_stack([late, np.sin(2 * times)]) + 0.3 * rng.standard_normal((times.size, 2))
-    result = tr.association_test(sparse.csr_matrix(signal), np.arange(times.size), times, groups, membership)
+    result = association.association_test(sparse.csr_matrix(signal), np.arange(times.size), times, groups, membership)
     assert (result.pvals < 1e-10).all()
     assert result.amplitude[0] == pytest.approx(0.7, abs=0.15) and np.isnan(result.curves[0, 1, result.grid > 1.75]).all()
-    dense = tr.association_test(signal, np.arange(times.size), times, groups, membership)
+    dense = association.association_test(signal, np.arange(times.size), times, groups, membership)
     np.testing.assert_allclose(dense.fstat, result.fstat, rtol=1e-9)
 
 
 def test_lineages_follow_segments_from_the_root_to_every_leaf():
     segments = {"0": np.array([0, 1, 2]), "1": np.array([2, 3]), "2": np.array([2, 4, 5]), "3": np.array([5, 6]),
                 "4": np.array([5, 7])}
-    assert tr.lineages(segments, 0) == [["0", "1"], ["0", "2", "3"], ["0", "2", "4"]]
+    assert lineages.lineages(segments, 0) == [["0", "1"], ["0", "2", "3"], ["0", "2", "4"]]
     with pytest.raises(ValueError, match="not unique"):
-        tr.lineages({**segments, "5": np.array([3, 5])}, 0)  # a second way into node 5: a cycle
+        lineages.lineages({**segments, "5": np.array([3, 5])}, 0)  # a second way into node 5: a cycle
 
 
 def test_lineage_membership_shares_a_segment_between_the_lineages_through_it():
-    on_lineage, membership = tr.lineage_membership([["0", "1"], ["0", "2", "3"], ["0", "2", "4"]])
+    on_lineage, membership = lineages.lineage_membership([["0", "1"], ["0", "2", "3"], ["0", "2", "4"]])
     assert on_lineage == ["0", "1", "2", "3", "4"]
     np.testing.assert_allclose(membership.sum(axis=1), 1.0)
     np.testing.assert_allclose(membership[0], 1 / 3)

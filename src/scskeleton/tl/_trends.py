@@ -10,8 +10,12 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
+from .._core.stats import association as association_core
+from .._core.stats import branches as branch_core
+from .._core.stats import inference
+from .._core.stats import lineages as lineage_core
+from .._core.stats import trends as trend_core
 from .._core.trees import trajectory as trajectory_core
-from .._core.stats import trends as core
 from .._schema import pseudotime_key, read_graph, segment_key
 from ._inputs import check_key, get_expression
 from ._results import plain_params
@@ -157,7 +161,7 @@ def trends(
         raise ValueError(f"The {where} of {key!r} holds {rows.size} cells; a trend needs more. Pick a longer path.")
 
     start = logg.info(f"fitting trends of {_count(columns, adata)} genes along the {where} ({rows.size} cells)")
-    result = core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
+    result = trend_core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
     _warn_lowered_df(df, float(result.edf[0]))
 
     adata = adata.copy() if copy else adata
@@ -312,7 +316,7 @@ def branch_test(
         raise ValueError(f"branch_point must be a node index in [0, {graph.n_nodes - 1}]; got {branch_point!r}. "
                          f"Branch points of {key!r}: {np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.")
     branch_point = int(branch_point)
-    trunk, branches = core.branch_cells(segments, branch_point, adata.uns[key]["root"])
+    trunk, branches = lineage_core.branch_cells(segments, branch_point, adata.uns[key]["root"])
     matrix, layer_name = _expression(adata, layer)
     columns = _gene_columns(adata, genes)
 
@@ -326,7 +330,7 @@ def branch_test(
         f"testing {_count(columns, adata)} genes for differences between the {len(branches)} branches "
         f"at node {branch_point} ({rows.size} cells)"
     )
-    result = core.branch_test(
+    result = branch_core.branch_test(
         matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
         registration=registration, columns=columns,
         names=[f"The branch starting with segment {b} (segments {', '.join(m)})"
@@ -456,10 +460,10 @@ def association_test(
     read_graph(adata, key)
     name = check_key(key_added, f"{key}_association")
     segments, labels, pseudotime = _trajectory(adata, key)
-    chains = core.lineages(segments, adata.uns[key]["root"])
+    chains = lineage_core.lineages(segments, adata.uns[key]["root"])
     matrix, layer_name = _expression(adata, layer)
     columns = _gene_columns(adata, genes)
-    on_lineage, membership = core.lineage_membership(chains)
+    on_lineage, membership = lineage_core.lineage_membership(chains)
     index = {segment: i for i, segment in enumerate(on_lineage)}
     group = np.array([index.get(label, -1) for label in labels])
     rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
@@ -467,7 +471,7 @@ def association_test(
         f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
         f"({rows.size} cells)"
     )
-    result = core.association_test(
+    result = association_core.association_test(
         matrix, rows, pseudotime[rows], group[rows], membership, n_knots=n_knots, df=df,
         n_grid=n_grid, columns=columns,
     )
@@ -514,7 +518,7 @@ def _degenerate_note(result) -> str:
     count = int(np.sum(result.degenerate))
     if not count:
         return ""
-    return (f"; {count} gene(s) with fewer than {core.MIN_VARYING_CELLS} cells off their most common value "
+    return (f"; {count} gene(s) with fewer than {inference.MIN_VARYING_CELLS} cells off their most common value "
             "were not tested (F = 0, p = 1)")
 
 

@@ -1,1 +1,9 @@
-"""Gene-level statistics along a trajectory: penalised splines and the trend, branch and association tests."""
+"""Gene statistics along a trajectory, for all genes at once.
+
+``splines``      penalised regression splines of pseudotime from per-group sufficient statistics
+``inference``    the F test of two linear smoothers, degenerate genes, Benjamini–Hochberg
+``lineages``     root-to-leaf lineages, their segment weights, the cells around a fork
+``trends``       one trend per path against a constant
+``branches``     branch registration and the branch test after a fork
+``association``  one curve per lineage against a constant (the whole tree)
+"""

@@ -1,0 +1,397 @@
+"""Penalised regression splines of pseudotime, fitted to all genes at once.
+
+Each gene's expression y is modelled as a smooth function of pseudotime t,
+a penalised regression spline (O'Sullivan 1986; Wand & Ormerod 2008):
+
+    f(t) = Σ_j β_j B_j(t),    β̂ = argmin Σ_i w_i (y_i − f(t_i))² + λ ∫ f''(t)² dt,
+
+with cubic B-splines B_j on knots at quantiles of t — the criterion of
+``scipy.interpolate.make_smoothing_spline``, on a fixed basis of a few knots
+instead of one knot per cell. With the Gram matrix G = BᵀWB and the penalty
+P_jk = ∫ B_j'' B_k'', the fit is β̂ = (G + λP)⁻¹ BᵀWy. Everything a gene needs is
+in its sufficient statistics BᵀWy (m values) and Σ w y², so all genes are fitted
+by one multi-column solve, and sparse expression is never densified: cells are
+visited in row chunks (:func:`sufficient_statistics`).
+
+One generalized eigendecomposition diagonalises the fit for every λ:
+V with Vᵀ(G + cP)V = I and Vᵀ(cP)V = diag(μ), 0 ≤ μ ≤ 1 (c balances the
+scales). Then, with θ = λ / c and d_j = 1 − μ_j + θμ_j,
+
+    β̂ = V a,  a = z / d,  z = VᵀBᵀWy,
+    RSS = Σ w y² − Σ_j z_j² (1 − μ_j + 2θμ_j) / d_j²,
+    edf = tr((G + λP)⁻¹G) = Σ_j (1 − μ_j) / d_j,
+
+so the effective degrees of freedom (trace of the hat matrix) are matched to a
+target by a scalar root search, and λ can be chosen per gene by generalised
+cross-validation on a grid of θ by one matrix product (vectorised over genes).
+G may be singular (a branch that ends early leaves the last B-splines without
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import interpolate, linalg, optimize, sparse
+
+from ..validation import check_integer, check_positive
+
+DEGREE = 3
+#: Generalized eigenvalues μ (in [0, 1]) closer than this to 0 or 1 count as exactly 0 or 1.
+RELATIVE_ZERO = 1e-10
+#: Points of the per-gene GCV search over log θ.
+GCV_POINTS = 91
+#: Elements of one dense chunk of expression (or non-zeros of a sparse one) held at a time.
+CHUNK_ELEMENTS = 1 << 23
+
+
+@dataclass(frozen=True)
+class SplineBasis:
+    """Cubic B-spline basis on ``knots`` with its curvature penalty.
+
+    ``knots`` are the distinct knots (boundary included); ``penalty`` is the
+    m × m matrix P_jk = ∫ B_j''(t) B_k''(t) dt over the knots' range.
+    """
+
+    knots: np.ndarray
+    penalty: np.ndarray
+
+    @property
+    def vector(self) -> np.ndarray:
+        """The full knot vector, boundary knots repeated DEGREE + 1 times."""
+        return _knot_vector(self.knots)
+
+    @property
+    def n_basis(self) -> int:
+        return self.knots.size + DEGREE - 1
+
+    def design(self, times: np.ndarray) -> np.ndarray:
+        """The len(times) × m basis matrix; times are clipped to the knots' range."""
+        times = np.clip(np.asarray(times, dtype=float), self.knots[0], self.knots[-1])
+        return interpolate.BSpline.design_matrix(times, self.vector, DEGREE).toarray()
+
+
+def spline_basis(times: np.ndarray, n_knots: int) -> SplineBasis:
+    """Cubic B-splines with knots at ``n_knots`` quantiles of ``times`` (the minimum
+    and maximum included; tied quantiles merge), and their curvature penalty.
+
+    Quantile knots give every basis function cells to rest on wherever the
+    cells are spread unevenly in pseudotime.
+    """
+    n_knots = check_integer("n_knots", n_knots, low=2)
+    times = np.asarray(times, dtype=float)
+    knots = np.unique(np.quantile(times, np.linspace(0.0, 1.0, n_knots)))
+    if knots.size < 2:
+        raise ValueError("All cells have the same pseudotime; a trend needs cells at two or more times.")
+    second = interpolate.BSpline(_knot_vector(knots), np.eye(knots.size + DEGREE - 1), DEGREE).derivative(2)
+    # B'' is linear on each knot interval, so 2-point Gauss–Legendre integrates B_j'' B_k'' exactly.
+    nodes, weights = np.polynomial.legendre.leggauss(2)
+    half = np.diff(knots) / 2.0
+    middle = (knots[:-1] + knots[1:]) / 2.0
+    points = (middle[:, None] + half[:, None] * nodes[None, :]).ravel()
+    point_weights = (half[:, None] * weights[None, :]).ravel()
+    values = second(points)
+    penalty = values.T @ (point_weights[:, None] * values)
+    return SplineBasis(knots=knots, penalty=(penalty + penalty.T) / 2.0)
+
+
+def _knot_vector(knots: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.repeat(knots[0], DEGREE), knots, np.repeat(knots[-1], DEGREE)])
+
+
+@dataclass(frozen=True)
+class SufficientStatistics:
+    """Per group g of cells: Gram BᵀB (g × m × m), cross products BᵀY (g × m × G),
+    Σ y² (g × G) and the number of cells (g); per gene, ``n_varying`` (G): how
+    many cells differ from the gene's most common value, at most (the smaller
+    count against the values of two reference cells)."""
+
+    gram: np.ndarray
+    cross: np.ndarray
+    sumsq: np.ndarray
+    n_cells: np.ndarray
+    n_varying: np.ndarray
+
+
+def sufficient_statistics(
+    matrix, rows: np.ndarray, design: np.ndarray, groups: np.ndarray, n_groups: int, columns: np.ndarray | None = None
+) -> SufficientStatistics:
+    """What every spline fit needs from the expression, in one pass over the cells.
+
+    ``matrix`` is cells × genes, a dense array or any scipy sparse matrix;
+    ``rows`` are the cells to use, ``design`` their basis rows, ``groups`` their
+    group label in [0, n_groups); ``columns`` selects genes (default: all).
+    Dense and CSR input is read in chunks of rows, CSC in blocks of genes, so
+    at most one chunk is ever held as float64 and sparse input stays sparse.
+    """
+    rows = np.asarray(rows, dtype=np.intp)
+    n_genes = matrix.shape[1] if columns is None else len(columns)
+    if n_genes == 0:
+        raise ValueError("No genes to fit.")
+    order = np.argsort(rows, kind="stable")  # ascending rows read CSR and dense input in memory order
+    rows, design, groups = rows[order], np.asarray(design, dtype=float)[order], np.asarray(groups)[order]
+    n_basis = design.shape[1]
+    indicator = np.eye(n_groups)[groups]  # n × g
+    expanded = (indicator[:, :, None] * design[:, None, :]).reshape(rows.size, n_groups * n_basis)
+    cross = np.zeros((n_genes, n_groups * n_basis))
+    sumsq = np.zeros((n_genes, n_groups))
+    if sparse.issparse(matrix) and matrix.format not in ("csr", "csc"):
+        matrix = sparse.csr_matrix(matrix)  # once, for the reference rows and the chunks alike
+    references = _reference_values(matrix, rows[[0, rows.size // 2]], columns)  # 2 × G
+    differing = np.zeros((2, n_genes))
+    for cells, genes, chunk in _chunks(matrix, rows, columns):
+        if sparse.issparse(chunk):
+            data = chunk.data
+            squared = chunk.multiply(chunk)
+        else:
+            data = chunk
+            squared = chunk * chunk
+        if not np.isfinite(data).all():
+            raise ValueError("The expression values contain NaN or infinite values; remove or impute them first.")
+        cross[genes] += np.asarray(chunk.T @ expanded[cells])
+        sumsq[genes] += np.asarray(squared.T @ indicator[cells])
+        differing[:, genes] += _count_differing(chunk, references[:, genes])
+    gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
+    return SufficientStatistics(
+        gram=gram,
+        cross=cross.reshape(n_genes, n_groups, n_basis).transpose(1, 2, 0).copy(),
+        sumsq=sumsq.T.copy(),
+        n_cells=indicator.sum(axis=0),
+        n_varying=differing.min(axis=0),
+    )
+
+
+def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> np.ndarray:
+    """The values of a few cells (rows of ``matrix``), len(cells) × G, as float64."""
+    picked = matrix[cells]
+    if columns is not None:
+        picked = picked[:, columns]
+    return np.asarray(picked.toarray() if sparse.issparse(picked) else picked, dtype=np.float64)
+
+
+def _count_differing(chunk, references: np.ndarray) -> np.ndarray:
+    """Per reference row r and gene (column), the cells of ``chunk`` whose value differs from ``references[r]``."""
+    n_rows, n_cols = chunk.shape
+    if not sparse.issparse(chunk):
+        return np.stack([(chunk != reference[None, :]).sum(axis=0) for reference in references])
+    if chunk.format == "csr":
+        cols, data = chunk.indices, chunk.data
+    else:
+        coo = chunk.tocoo()
+        cols, data = coo.col, coo.data
+    stored = np.bincount(cols, minlength=n_cols)
+    out = np.empty((len(references), n_cols))
+    for r, reference in enumerate(references):
+        equal = np.bincount(cols[data == reference[cols]], minlength=n_cols)
+        implicit_equal = np.where(reference == 0, n_rows - stored, 0)  # zeros not stored
+        out[r] = n_rows - equal - implicit_equal
+    return out
+
+
+def _chunks(matrix, rows: np.ndarray, columns: np.ndarray | None):
+    """(positions in ``rows``, gene slice, float64 chunk of the matrix) covering rows × columns."""
+    n_genes = matrix.shape[1] if columns is None else len(columns)
+    if sparse.issparse(matrix) and matrix.format == "csc":
+        per_gene = max(1, matrix.nnz // max(matrix.shape[1], 1))
+        width = max(1, CHUNK_ELEMENTS // per_gene)
+        for lo in range(0, n_genes, width):
+            genes = slice(lo, min(lo + width, n_genes))
+            picked = np.arange(genes.start, genes.stop) if columns is None else columns[genes]
+            block = matrix[:, picked].tocsr()[rows].astype(np.float64)
+            yield slice(None), genes, block
+        return
+    if sparse.issparse(matrix):
+        matrix = sparse.csr_matrix(matrix) if matrix.format != "csr" else matrix
+        per_row = max(1, matrix.nnz // max(matrix.shape[0], 1))
+    else:
+        per_row = max(1, n_genes)
+    height = max(1, CHUNK_ELEMENTS // per_row)
+    for lo in range(0, rows.size, height):
+        cells = slice(lo, min(lo + height, rows.size))
+        if sparse.issparse(matrix):
+            chunk = matrix[rows[cells]]
+            chunk = (chunk if columns is None else chunk[:, columns]).astype(np.float64)
+        else:  # pick rows and genes together, so a chunk never holds the genes left out
+            picked = matrix[rows[cells]] if columns is None else matrix[np.ix_(rows[cells], columns)]
+            chunk = np.asarray(picked, dtype=np.float64)
+        yield cells, slice(None), chunk
+
+
+@dataclass(frozen=True)
+class SplineFit:
+    """Penalised spline fits of G genes on one basis.
+
+    ``coef`` (m × G) are the B-spline coefficients β̂, ``rss`` the (weighted)
+    residual sums of squares, ``lam`` the penalty λ of each gene and ``hat``
+    (m × G) the non-zero eigenvalues h_j = (1 − μ_j) / d_j of each gene's hat
+    matrix, from which the degrees of freedom of the tests follow.
+    """
+
+    coef: np.ndarray
+    rss: np.ndarray
+    lam: np.ndarray
+    hat: np.ndarray
+
+    @property
+    def edf(self) -> np.ndarray:
+        """Effective degrees of freedom, tr H."""
+        return self.hat.sum(axis=0)
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Σ_j a_j, Σ_j a_j² with a_j = 1 − (1 − h_j)², and Σ_j (1 − (1 − h_j)⁴).
+
+        ``I − (I − H)²`` (the part of the variance a fit explains) has the
+        eigenvalues a_j, and ``(I − H)²`` (its residual form) has
+        1 − a_j ≠ 1 only on these m dimensions.
+        """
+        gain = 1.0 - (1.0 - self.hat) ** 2
+        return gain.sum(axis=0), (gain**2).sum(axis=0), (1.0 - (1.0 - self.hat) ** 4).sum(axis=0)
+
+
+@dataclass(frozen=True)
+class _Eigen:
+    vectors: np.ndarray  # V, m × m
+    mu: np.ndarray  # m, in [0, 1]
+    scale: float  # c: λ = θ c
+
+    def edf(self, theta):
+        theta = np.asarray(theta, dtype=float)[..., None]
+        return ((1.0 - self.mu) / (1.0 - self.mu + theta * self.mu)).sum(axis=-1)
+
+    def theta_range(self) -> tuple[float, float]:
+        """θ from where no supported direction is shrunk yet to where all penalised ones are.
+
+        Direction j is halved at θ = (1 − μ_j) / μ_j; the range spans those of
+        the directions that are both penalised and supported by cells, with
+        six decades of margin, since uneven knots spread them over many decades.
+        """
+        active = (self.mu > RELATIVE_ZERO) & (1.0 - self.mu > RELATIVE_ZERO)
+        if not active.any():
+            return 1.0, 1.0
+        halves = (1.0 - self.mu[active]) / self.mu[active]
+        return float(halves.min()) * 1e-6, float(halves.max()) * 1e6
+
+
+def _eigen(gram: np.ndarray, penalty: np.ndarray) -> _Eigen:
+    scale = np.trace(gram) / np.trace(penalty)
+    try:
+        mu, vectors = linalg.eigh(scale * penalty, gram + scale * penalty)
+    except linalg.LinAlgError:
+        raise ValueError("The cells' pseudotimes do not determine a trend (fewer than two distinct values).") from None
+    return _Eigen(vectors=vectors, mu=np.clip(mu, 0.0, 1.0), scale=float(scale))
+
+
+def _theta_for_df(eigen: _Eigen, df: float, what: str) -> float:
+    """θ at which the fit uses ``df`` effective degrees of freedom (edf falls with θ)."""
+    low, high = eigen.theta_range()
+    most, least = float(eigen.edf(low)), float(eigen.edf(high))
+    if not least < df < most:
+        raise ValueError(
+            f"{what}: its cells support between {least:.3f} and {most:.3f} effective degrees of freedom, and "
+            f"df={df:g} is outside. Too few cells, or cells covering only part of the knots (a branch that "
+            "ends early): lower df, or raise n_knots so that more knots fall within its pseudotime range."
+        )
+    return float(np.exp(optimize.brentq(
+        lambda log_theta: float(eigen.edf(np.exp(log_theta))) - df, np.log(low), np.log(high), xtol=1e-10
+    )))
+
+
+def adapt_df(df: float, grams: list[np.ndarray], penalty: np.ndarray, what: str) -> float:
+    """The ``df`` every fit in ``grams`` can use: ``df`` itself, or less when the cells cannot carry it.
+
+    The effective degrees of freedom a set of cells supports run from 2 (a
+    straight line, the penalty's null space) up to the number of basis
+    functions its cells touch. Cells with many tied pseudotimes (many cells
+    projected onto one node) or a branch that ends early touch few, so a
+    default of 6 can exceed what they carry. Then the largest usable value is
+    taken, 90 % of the way from the least to the most the cells support (the
+    caller reports the change); only when even that leaves no room for a curve
+    (under 2.5) does it raise, saying what would work.
+    """
+    least, most = 0.0, np.inf
+    for gram in grams:
+        low_edf, high_edf = _edf_bounds(_eigen(gram, penalty))
+        least, most = max(least, low_edf), min(most, high_edf)
+    if least < df < most - 1e-6:
+        return float(df)
+    usable = least + 0.9 * (most - least)
+    if usable < 2.5:
+        raise ValueError(
+            f"{what}: its cells support at most {most:.2f} effective degrees of freedom, too few for a curve "
+            "(a straight line takes 2). Its pseudotimes take too few distinct values: choose a longer path or "
+            "segment, or raise n_knots."
+        )
+    return float(min(df, usable))
+
+
+def _edf_bounds(eigen: _Eigen) -> tuple[float, float]:
+    low, high = eigen.theta_range()
+    return float(eigen.edf(high)), float(eigen.edf(low))
+
+
+def penalized_fit(
+    gram: np.ndarray,
+    cross: np.ndarray,
+    sumsq: np.ndarray,
+    penalty: np.ndarray,
+    *,
+    df: float | None,
+    what: str = "The path",
+) -> SplineFit:
+    """Fit every gene by the penalised spline, from its sufficient statistics.
+
+    ``df`` fixes the effective degrees of freedom, the same for all genes
+    (λ solved from it); ``None`` chooses λ per gene by generalised
+    cross-validation, GCV(λ) = n · RSS(λ) / (n − edf(λ))², over a grid of λ.
+    ``what`` names the data in error messages.
+    """
+    eigen = _eigen(gram, penalty)
+    z = eigen.vectors.T @ cross  # m × G
+    n_obs = float(gram.sum())  # Σ_jk G_jk = Σ_i w_i, since the B-splines sum to one
+    one_minus = 1.0 - eigen.mu
+    if df is None:
+        thetas = np.geomspace(*eigen.theta_range(), GCV_POINTS)
+        d = one_minus[None, :] + thetas[:, None] * eigen.mu[None, :]  # L × m
+        shrink = (one_minus[None, :] + 2.0 * thetas[:, None] * eigen.mu[None, :]) / d**2
+        rss = np.maximum(sumsq[None, :] - shrink @ z**2, 0.0)  # L × G
+        edf = eigen.edf(thetas)  # L
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gcv = n_obs * rss / np.maximum(n_obs - edf[:, None], 1e-12) ** 2
+        theta = thetas[np.argmin(gcv, axis=0)]  # G
+    else:
+        theta = np.full(z.shape[1], _theta_for_df(eigen, df, what))
+    d = one_minus[:, None] + theta[None, :] * eigen.mu[:, None]  # m × G
+    coef = eigen.vectors @ (z / d)
+    shrink = (one_minus[:, None] + 2.0 * theta[None, :] * eigen.mu[:, None]) / d**2
+    rss = np.maximum(sumsq - (shrink * z**2).sum(axis=0), 0.0)
+    return SplineFit(coef=coef, rss=rss, lam=theta * eigen.scale, hat=one_minus[:, None] / d)
+
+
+def check_df(df: float | None, *, allow_none: bool) -> float | None:
+    """Effective degrees of freedom of a curve: > 2 (a straight line has 2)."""
+    if df is None and allow_none:
+        return None
+    df = check_positive("df", df, role="effective degrees of freedom of each curve")
+    if df <= 2.0:
+        raise ValueError(f"df must be > 2 (a straight line already has 2 degrees of freedom); got {df:g}.")
+    return df
+
+
+def explained_form(gram: np.ndarray, penalty: np.ndarray, lam: float) -> np.ndarray:
+    """S = 2M⁻¹ − M⁻¹GM⁻¹, M = G + λP: a fit explains the form (Xᵀy)ᵀ S (Xᵀy) of Σ y²."""
+    inverse = linalg.pinvh(gram + lam * penalty)
+    return 2.0 * inverse - inverse @ gram @ inverse
+
+
+def check_cells(rows, times) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.asarray(rows, dtype=np.intp).ravel()
+    times = np.asarray(times, dtype=float).ravel()
+    if rows.shape != times.shape:
+        raise ValueError(f"rows and times must have the same length; got {rows.size} and {times.size}.")
+    if not np.isfinite(times).all():
+        raise ValueError("Pseudotimes must be finite; leave out cells without a pseudotime.")
+    if rows.size < 3:
+        raise ValueError(f"A trend needs at least 3 cells; got {rows.size}.")
+    if np.unique(rows).size != rows.size:
+        raise ValueError("rows must not repeat a cell.")
+    return rows, times
