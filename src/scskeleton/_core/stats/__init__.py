@@ -4,6 +4,7 @@
 ``inference``    the F test of two linear smoothers, degenerate genes, Benjamini–Hochberg
 ``lineages``     root-to-leaf lineages, their segment weights, the cells around a fork
 ``trends``       one trend per path against a constant
-``branches``     branch registration and the branch test after a fork
-``association``  one curve per lineage against a constant (the whole tree)
+``branches``     branch registration, the branch test and the fork test
+``association``  one curve per lineage against a constant (the whole tree), activation timing
+``modules``      genes clustered by the shape of their fitted trends
 """

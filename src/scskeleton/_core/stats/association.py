@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, stats
 
-from ..validation import check_integer
+from ..validation import check_integer, check_positive
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test
 from .splines import adapt_df, check_cells, check_df, explained_form, penalized_fit, spline_basis, sufficient_statistics
 
@@ -64,9 +64,67 @@ def association_test(
     traces follow from UᵀU, U = [W_1X, …, W_LX], built from the segments'
     Gram matrices; the F test is :func:`f_test`'s (Satterthwaite).
     """
+    n_grid = check_integer("n_grid", n_grid, low=2)
+    lin = fit_lineages(matrix, rows, times, groups, membership, n_knots=n_knots, df=df, columns=columns)
+    n_cells = float(lin.rows.size)
+    total = lin.stats.cross.sum(axis=(0, 1))  # Σ y (the B-splines sum to one)
+    rss0 = np.maximum(lin.stats.sumsq.sum(axis=0) - total**2 / n_cells, 0.0)
+    fstat, pvals = f_test(
+        rss0, lin.rss,
+        lin.q_trace - 1.0, lin.q_trace_sq - 1.0, n_cells - lin.q_trace, n_cells - 2.0 * lin.q_trace + lin.q_trace_sq,
+    )
+    fstat, pvals = blank_degenerate(lin.degenerate, fstat, pvals)
+    grid = np.linspace(lin.basis.knots[0], lin.basis.knots[-1], n_grid)
+    curves = lin.curves(grid)
+    with np.errstate(invalid="ignore"):
+        amplitude = np.nanmax(np.nanmax(curves, axis=2) - np.nanmin(curves, axis=2), axis=1)
+    amplitude = np.where(lin.degenerate, 0.0, amplitude)
+    return AssociationResult(
+        grid=grid, curves=curves, amplitude=amplitude, fstat=fstat, pvals=pvals,
+        qvals=benjamini_hochberg(pvals), df=lin.df, knots=lin.basis.knots,
+        n_cells=lin.in_lineage.sum(axis=0), degenerate=lin.degenerate,
+    )
+
+
+@dataclass(frozen=True)
+class LineageFits:
+    """One penalised spline per lineage for every gene (:func:`fit_lineages`).
+
+    ``fits`` (L) hold each lineage's coefficients and RSS; ``rss`` (G) their
+    sum; ``q_trace``, ``q_trace_sq`` are tr Q and tr Q² of the lineage fits'
+    explained form Q (see :func:`association_test`); ``span`` (L × 2) each
+    lineage's time range; ``in_lineage`` (n × L) which cells each lineage holds.
+    """
+
+    rows: np.ndarray
+    times: np.ndarray
+    basis: object
+    stats: object
+    membership: np.ndarray
+    grams: np.ndarray
+    fits: list
+    rss: np.ndarray
+    df: float
+    q_trace: float
+    q_trace_sq: float
+    span: np.ndarray
+    in_lineage: np.ndarray
+    degenerate: np.ndarray
+
+    def curves(self, grid: np.ndarray) -> np.ndarray:
+        """G × L × len(grid): each lineage's curve, NaN outside its span."""
+        design = self.basis.design(grid)
+        out = np.full((self.rss.size, len(self.fits), grid.size), np.nan)
+        for l, fit in enumerate(self.fits):
+            inside = (grid >= self.span[l, 0]) & (grid <= self.span[l, 1])
+            out[:, l, inside] = (design[inside] @ fit.coef).T
+        return out
+
+
+def fit_lineages(matrix, rows, times, groups, membership, *, n_knots: int, df: float, columns=None) -> LineageFits:
+    """Sufficient statistics by segment, then one curve per lineage (weights ``membership``), all genes at once."""
     rows, times = check_cells(rows, times)
     df = check_df(df, allow_none=False)
-    n_grid = check_integer("n_grid", n_grid, low=2)
     groups = np.asarray(groups, dtype=np.intp)
     membership = np.asarray(membership, dtype=float)
     n_segments, n_lineages = membership.shape
@@ -82,35 +140,113 @@ def association_test(
     df = adapt_df(df, list(grams), basis.penalty, "A lineage")
     fits = [penalized_fit(grams[l], crosses[l], sumsqs[l], basis.penalty, df=df, what=f"Lineage {l + 1}")
             for l in range(n_lineages)]
-    n_cells = float(rows.size)
-    total = stats_.cross.sum(axis=(0, 1))  # Σ y (the B-splines sum to one)
-    rss0 = np.maximum(stats_.sumsq.sum(axis=0) - total**2 / n_cells, 0.0)
     # UᵀU: block (l, k) = Σ_s w_sl w_sk G_s
     cross_blocks = np.einsum("sl,sk,sij->likj", membership, membership, stats_.gram)
     m = basis.penalty.shape[0]
     utu = cross_blocks.reshape(n_lineages * m, n_lineages * m)
     forms = [explained_form(grams[l], basis.penalty, float(fits[l].lam[0])) for l in range(n_lineages)]
     product = linalg.block_diag(*forms) @ utu
-    q_trace, q_trace_sq = float(np.trace(product)), float(np.sum(product * product.T))
-    fstat, pvals = f_test(
-        rss0, sum(fit.rss for fit in fits),
-        q_trace - 1.0, q_trace_sq - 1.0, n_cells - q_trace, n_cells - 2.0 * q_trace + q_trace_sq,
-    )
-    degenerate = stats_.n_varying < MIN_VARYING_CELLS
-    fstat, pvals = blank_degenerate(degenerate, fstat, pvals)
-    grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
-    grid_design = basis.design(grid)
-    curves = np.full((rss0.size, n_lineages, n_grid), np.nan)
     in_lineage = membership[groups] > 0  # n × L
-    for l, fit in enumerate(fits):
-        span = times[in_lineage[:, l]]
-        inside = (grid >= span.min()) & (grid <= span.max())
-        curves[:, l, inside] = (grid_design[inside] @ fit.coef).T
-    with np.errstate(invalid="ignore"):
-        amplitude = np.nanmax(np.nanmax(curves, axis=2) - np.nanmin(curves, axis=2), axis=1)
-    amplitude = np.where(degenerate, 0.0, amplitude)
-    return AssociationResult(
-        grid=grid, curves=curves, amplitude=amplitude, fstat=fstat, pvals=pvals,
-        qvals=benjamini_hochberg(pvals), df=float(fits[0].edf[0]), knots=basis.knots,
-        n_cells=in_lineage.sum(axis=0), degenerate=degenerate,
+    span = np.array([[times[in_lineage[:, l]].min(), times[in_lineage[:, l]].max()] for l in range(n_lineages)])
+    return LineageFits(
+        rows=rows, times=times, basis=basis, stats=stats_, membership=membership, grams=grams, fits=fits,
+        rss=sum(fit.rss for fit in fits), df=float(fits[0].edf[0]), q_trace=float(np.trace(product)),
+        q_trace_sq=float(np.sum(product * product.T)), span=span, in_lineage=in_lineage,
+        degenerate=stats_.n_varying < MIN_VARYING_CELLS,
     )
+
+
+@dataclass(frozen=True)
+class ActivationResult:
+    """Output of :func:`activation` for G genes and L lineages.
+
+    ``times`` (G × L): the pseudotime at which each gene's curve on each
+    lineage first rises significantly above its value at the lineage's start,
+    NaN where it never does; ``rise`` (G × L) the curve's largest rise above
+    that start value (expression units); ``critical`` the multiplier of the
+    standard error a rise must exceed; ``grid``, ``df`` and ``span`` (L × 2,
+    each lineage's pseudotime range) as in :class:`LineageFits`.
+    """
+
+    times: np.ndarray
+    rise: np.ndarray
+    critical: float
+    grid: np.ndarray
+    df: float
+    span: np.ndarray
+    degenerate: np.ndarray
+
+
+#: Default share of its largest rise a curve must reach before it counts as activated.
+MIN_RISE = 0.2
+
+
+def activation(
+    matrix,
+    rows: np.ndarray,
+    times: np.ndarray,
+    groups: np.ndarray,
+    membership: np.ndarray,
+    *,
+    alpha: float = 0.05,
+    min_rise: float = MIN_RISE,
+    n_knots: int = 10,
+    df: float = 6.0,
+    n_grid: int = 200,
+    columns: np.ndarray | None = None,
+) -> ActivationResult:
+    """When does each gene switch on along each lineage?
+
+    The lineage curves f̂_l are those of :func:`association_test`. Along
+    lineage l, with t₀ its first time (the root), the rise
+    r(t) = f̂_l(t) − f̂_l(t₀) = (b(t) − b(t₀))ᵀ β̂_l is a linear function of the
+    data, with variance σ² (b(t) − b(t₀))ᵀ M⁻¹ G̃ M⁻¹ (b(t) − b(t₀)), where
+    M = G_l + λP and G̃ = Σ_s w_sl² G_s (a weighted fit's sandwich; σ² from the
+    lineage fits' residuals, RSS / (n − tr Q)). The activation time is the
+    first grid time at which r(t) exceeds ``critical`` standard errors and
+    reaches ``min_rise`` of the curve's largest rise on that lineage. The
+    critical value is Scheffé's, sqrt(k · F⁻¹_{k,ν}(1 − α)) with
+    k = df − 1 (the curve's directions other than the constant) and ν the
+    residual degrees of freedom, so that with probability 1 − α no point of
+    a curve that does not rise is called a rise (ignoring smoothing bias).
+    ``min_rise`` keeps a rise of no biological size, significant only
+    because there are many cells, from counting. Genes that only fall get
+    NaN.
+    """
+    alpha = check_positive("alpha", alpha, role="false-positive rate of the band")
+    if alpha >= 1:
+        raise ValueError(f"alpha must be below 1; got {alpha!r}.")
+    min_rise = check_positive("min_rise", min_rise, allow_zero=True, role="share of the largest rise")
+    if min_rise > 1:
+        raise ValueError(f"min_rise is a share of the largest rise, at most 1; got {min_rise!r}.")
+    n_grid = check_integer("n_grid", n_grid, low=2)
+    lin = fit_lineages(matrix, rows, times, groups, membership, n_knots=n_knots, df=df, columns=columns)
+    n_cells = float(lin.rows.size)
+    residual_df = max(n_cells - lin.q_trace, 1.0)
+    sigma2 = lin.rss / residual_df  # G
+    k = max(lin.df - 1.0, 1.0)
+    critical = float(np.sqrt(k * stats.f.ppf(1.0 - alpha, k, residual_df)))
+    grid = np.linspace(lin.basis.knots[0], lin.basis.knots[-1], n_grid)
+    design = lin.basis.design(grid)
+    penalty = lin.basis.penalty
+    squared_weights = lin.membership**2
+    out = np.full((lin.rss.size, len(lin.fits)), np.nan)
+    largest = np.zeros_like(out)
+    for l, fit in enumerate(lin.fits):
+        inside = np.flatnonzero((grid >= lin.span[l, 0]) & (grid <= lin.span[l, 1]))
+        start = lin.basis.design(lin.span[l, :1])[0]
+        contrast = design[inside] - start  # P × m
+        inverse = linalg.pinvh(lin.grams[l] + float(fit.lam[0]) * penalty)
+        sandwich = inverse @ np.einsum("s,sij->ij", squared_weights[:, l], lin.stats.gram) @ inverse
+        scale = np.sqrt(np.maximum(np.einsum("pi,ij,pj->p", contrast, sandwich, contrast), 0.0))  # P
+        rise = contrast @ fit.coef  # P × G
+        top = rise.max(axis=0)
+        largest[:, l] = np.maximum(top, 0.0)
+        called = (rise > critical * scale[:, None] * np.sqrt(sigma2)[None, :]) & (rise >= min_rise * top[None, :])
+        called &= (top > 0)[None, :]
+        first = called.argmax(axis=0)
+        out[:, l] = np.where(called.any(axis=0), grid[inside][first], np.nan)
+    out[lin.degenerate] = np.nan
+    largest[lin.degenerate] = 0.0
+    return ActivationResult(times=out, rise=largest, critical=critical, grid=grid, df=lin.df, span=lin.span,
+                            degenerate=lin.degenerate)

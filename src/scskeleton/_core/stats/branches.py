@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg, sparse
 
-from ..validation import check_integer
+from ..validation import check_integer, check_positive
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test
 from .splines import (
     adapt_df,
@@ -190,6 +190,151 @@ def branch_test(
     A branch with no more cells than ``df``, or whose cells cannot support
     ``df`` degrees of freedom, raises a ValueError.
     """
+    rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
+    n_branches = int(groups.max())
+    scales = _registration(matrix, rows, times, groups, registration, n_knots=n_knots, df=df, columns=columns)
+    times = stretch_branches(times, groups, scales)
+    names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
+    comparison = _compare_branches(matrix, rows, times, groups, n_branches, n_knots=n_knots, df=df, columns=columns,
+                                   names=names, trunk_name="the trunk")
+    grid = np.linspace(comparison.basis.knots[0], comparison.basis.knots[-1], n_grid)
+    curves, shared = comparison.curves(grid, times, groups)
+    return BranchTestResult(
+        grid=grid,
+        curves=curves,
+        shared=shared,
+        fstat=comparison.fstat,
+        pvals=comparison.pvals,
+        qvals=benjamini_hochberg(comparison.pvals),
+        df_shared=float(comparison.shared.edf[0]),
+        df_branches=np.array([float(fit.edf[0]) for fit in comparison.fits]),
+        knots=comparison.basis.knots,
+        n_cells=comparison.counts,
+        times=times,
+        stretch=scales,
+        degenerate=comparison.degenerate,
+    )
+
+
+@dataclass(frozen=True)
+class ForkTestResult:
+    """Output of :func:`fork_test` for G genes and B branches.
+
+    ``grid`` (n_grid) spans the window past the fork, on the (registered)
+    time axis; ``curves`` (G × B × n_grid) each branch's curve on it;
+    ``means`` (G × B) each curve's mean over the window; ``effect`` (G) the
+    largest difference between two branches' means and ``up`` / ``down`` (G)
+    the branches (0…B−1) with the highest and lowest mean;
+    ``fstat``/``pvals``/``qvals`` the F test of branch-specific against one
+    shared curve over the window's cells; ``fork`` and ``window`` the fork's
+    time and the window's length; ``n_cells`` (B) the cells of each branch in
+    the window; ``times`` the time of every cell given (registered), NaN for
+    cells outside the window; ``stretch`` and ``degenerate`` as in
+    :class:`BranchTestResult`.
+    """
+
+    grid: np.ndarray
+    curves: np.ndarray
+    means: np.ndarray
+    effect: np.ndarray
+    up: np.ndarray
+    down: np.ndarray
+    fstat: np.ndarray
+    pvals: np.ndarray
+    qvals: np.ndarray
+    df: float
+    fork: float
+    window: float
+    knots: np.ndarray
+    n_cells: np.ndarray
+    times: np.ndarray
+    stretch: np.ndarray
+    degenerate: np.ndarray
+
+
+def fork_test(
+    matrix,
+    rows: np.ndarray,
+    times: np.ndarray,
+    groups: np.ndarray,
+    *,
+    window: float | None = None,
+    n_knots: int = 10,
+    df: float = 6.0,
+    n_grid: int = 100,
+    registration: str = "fit",
+    columns: np.ndarray | None = None,
+    names: list[str] | None = None,
+) -> ForkTestResult:
+    """Test per gene whether the branches leaving a fork differ just after it, and which way.
+
+    Where :func:`branch_test` asks whether a gene's whole course differs
+    between branches (trunk included), the fork test looks only at the
+    branches' cells in a window past the fork, on the same registered time
+    axis (``registration`` as in :func:`branch_test`, the warp fitted on all
+    the cells given, trunk included), and reports the direction: which branch
+    a gene goes up in. The test compares one penalised spline per branch
+    with one shared spline over the window's cells (``df`` effective degrees
+    of freedom each, one basis, Satterthwaite F test as in
+    :func:`branch_test`); the effect size is the largest difference between
+    two branches' mean fitted expression over the window, in the units of
+    the expression.
+
+    ``window`` is the length of the window in (registered) pseudotime past
+    the fork; by default the stretch that every branch covers, the smallest
+    of the branches' reaches (:data:`REACH_QUANTILE` of their times past the
+    fork), so that no branch is compared where it has no cells.
+    ``groups`` labels cells 0 (trunk) or b = 1…B (branch), B ≥ 2.
+    """
+    rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
+    n_branches = int(groups.max())
+    names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
+    scales = _registration(matrix, rows, times, groups, registration, n_knots=n_knots, df=df, columns=columns)
+    times = stretch_branches(times, groups, scales)
+    fork = fork_time(times, groups)
+    reach = np.array([np.quantile(times[groups == b] - fork, REACH_QUANTILE) if np.any(groups == b) else 0.0
+                      for b in range(1, n_branches + 1)])
+    if window is None:
+        window = float(reach.min())
+        if window <= 0:
+            empty = names[int(np.argmin(reach))]
+            raise ValueError(f"{empty} reaches no further than the fork: there is no window to compare the branches in.")
+    else:
+        window = check_positive("window", window, role="pseudotime past the fork")
+    inside = (groups >= 1) & (times <= fork + window)
+    comparison = _compare_branches(
+        matrix, rows[inside], times[inside], groups[inside], n_branches, n_knots=n_knots, df=df, columns=columns,
+        names=[f"{name} (within the window of {window:.3g} past the fork)" for name in names], trunk_name="no trunk",
+    )
+    grid = np.linspace(fork, fork + window, n_grid)
+    design = comparison.basis.design(grid)  # clipped to the cells' range at both ends
+    curves = np.stack([(design @ fit.coef).T for fit in comparison.fits], axis=1)  # G × B × n_grid
+    means = curves.mean(axis=2)
+    effect = np.where(comparison.degenerate, 0.0, means.max(axis=1) - means.min(axis=1))
+    tested_times = np.full(rows.size, np.nan)
+    tested_times[inside] = times[inside]
+    return ForkTestResult(
+        grid=grid,
+        curves=curves,
+        means=means,
+        effect=effect,
+        up=means.argmax(axis=1),
+        down=means.argmin(axis=1),
+        fstat=comparison.fstat,
+        pvals=comparison.pvals,
+        qvals=benjamini_hochberg(comparison.pvals),
+        df=float(comparison.shared.edf[0]),
+        fork=fork,
+        window=window,
+        knots=comparison.basis.knots,
+        n_cells=comparison.counts[1:],
+        times=tested_times,
+        stretch=scales,
+        degenerate=comparison.degenerate,
+    )
+
+
+def _check_branch_input(rows, times, groups, df, n_grid, registration):
     rows, times = check_cells(rows, times)
     df = check_df(df, allow_none=False)
     n_grid = check_integer("n_grid", n_grid, low=2)
@@ -198,14 +343,48 @@ def branch_test(
     groups = np.asarray(groups, dtype=np.intp)
     if groups.shape != rows.shape or groups.min(initial=0) < 0:
         raise ValueError("groups must label every cell with 0 (trunk) or a branch number 1…B.")
-    scales = np.ones(int(groups.max(initial=0)))
-    if registration == "fit" and scales.size >= 2:
-        scales = fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, columns=columns)
-        times = stretch_branches(times, groups, scales)
     n_branches = int(groups.max(initial=0))
     if n_branches < 2:
         raise ValueError(f"A branch test needs at least two branches; got {n_branches}.")
-    names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
+    return rows, times, groups, df, n_grid
+
+
+def _registration(matrix, rows, times, groups, registration, *, n_knots, df, columns) -> np.ndarray:
+    """Each branch's stretch factor: fitted (:func:`fit_branch_warps`) or ones."""
+    n_branches = int(groups.max())
+    if registration == "fit":
+        return fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, columns=columns)
+    return np.ones(n_branches)
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """Branch-specific against shared curves, fitted and tested (the part both tests share)."""
+
+    basis: object
+    shared: object
+    fits: list
+    fstat: np.ndarray
+    pvals: np.ndarray
+    counts: np.ndarray
+    degenerate: np.ndarray
+
+    def curves(self, grid: np.ndarray, times: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each branch's curve on ``grid`` (G × B × n_grid, NaN outside its cells' range, trunk included) and the shared one."""
+        design = self.basis.design(grid)
+        curves = np.full((self.shared.rss.size, len(self.fits), grid.size), np.nan)
+        for b, fit in enumerate(self.fits, start=1):
+            span = times[(groups == 0) | (groups == b)]
+            inside = (grid >= span.min()) & (grid <= span.max())
+            curves[:, b - 1, inside] = (design[inside] @ fit.coef).T
+        return curves, (design @ self.shared.coef).T
+
+
+def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, columns, names, trunk_name):
+    """Fit one curve per branch (trunk cells in each with weight 1/B) and one shared curve; F test them.
+
+    The trunk (group 0) may be empty, as in :func:`fork_test`.
+    """
     counts = np.bincount(groups, minlength=n_branches + 1)
     for b in range(1, n_branches + 1):
         if counts[b] <= df:
@@ -215,17 +394,16 @@ def branch_test(
             )
     basis = spline_basis(times, n_knots)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns)
-
     trunk_weight = 1.0 / n_branches
     # one df for every curve keeps the models nested: the least any of them can carry
     df = adapt_df(
         df,
         [stats_.gram.sum(0)] + [trunk_weight * stats_.gram[0] + stats_.gram[b] for b in range(1, n_branches + 1)],
         basis.penalty,
-        "A branch (with the trunk)",
+        f"A branch (with {trunk_name})",
     )
     shared = penalized_fit(stats_.gram.sum(0), stats_.cross.sum(0), stats_.sumsq.sum(0), basis.penalty, df=df,
-                           what="The trunk and branches together")
+                           what="The branches together")
     fits = [  # a loop over the few branches; genes are vectorised inside each fit
         penalized_fit(
             trunk_weight * stats_.gram[0] + stats_.gram[b],
@@ -233,7 +411,7 @@ def branch_test(
             trunk_weight * stats_.sumsq[0] + stats_.sumsq[b],
             basis.penalty,
             df=df,
-            what=f"{names[b - 1]} (with the trunk)",
+            what=f"{names[b - 1]} (with {trunk_name})",
         )
         for b in range(1, n_branches + 1)
     ]
@@ -243,28 +421,8 @@ def branch_test(
     )
     degenerate = stats_.n_varying < MIN_VARYING_CELLS
     fstat, pvals = blank_degenerate(degenerate, fstat, pvals)
-    grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
-    grid_design = basis.design(grid)
-    curves = np.full((shared.rss.size, n_branches, n_grid), np.nan)
-    for b, fit in enumerate(fits, start=1):
-        span = times[(groups == 0) | (groups == b)]
-        inside = (grid >= span.min()) & (grid <= span.max())
-        curves[:, b - 1, inside] = (grid_design[inside] @ fit.coef).T
-    return BranchTestResult(
-        grid=grid,
-        curves=curves,
-        shared=(grid_design @ shared.coef).T,
-        fstat=fstat,
-        pvals=pvals,
-        qvals=benjamini_hochberg(pvals),
-        df_shared=float(shared.edf[0]),
-        df_branches=np.array([float(fit.edf[0]) for fit in fits]),
-        knots=basis.knots,
-        n_cells=counts,
-        times=times,
-        stretch=scales,
-        degenerate=degenerate,
-    )
+    return _Comparison(basis=basis, shared=shared, fits=fits, fstat=fstat, pvals=pvals, counts=counts,
+                       degenerate=degenerate)
 
 
 def _branch_moments(gram: np.ndarray, penalty: np.ndarray, lam_shared: float, lam_branches: list[float]):
