@@ -1,4 +1,5 @@
-"""Wall time and peak memory of ``tl.trends``, ``tl.branch_test`` and ``tl.association_test`` on sparse expression.
+"""Wall time and peak memory of ``tl.trends``, ``tl.branch_test``, ``tl.fork_test``, ``tl.association_test``
+and ``tl.activation`` on sparse expression.
 
 The issue's target: 20,000 genes × 100,000 cells on one path in ≤ 60 s on 2
 cores, sparse X accepted without densifying it. The expression is a CSR matrix
@@ -15,7 +16,7 @@ its peak RSS (``ru_maxrss``) is its own: the matrix plus what the call needs.
 
 Usage::
 
-    python benchmarks/trends.py                         # all three, 100,000 × 20,000
+    python benchmarks/trends.py                         # all five, 100,000 × 20,000
     python benchmarks/trends.py --n-cells 20000 --n-genes 5000
 """
 
@@ -100,6 +101,12 @@ def run_one(case: str, n_cells: int, n_genes: int, density: float) -> dict:
     elif case == "branch_test":
         sks.tl.branch_test(adata, "bench", branch_point=N_NODES // 3)
         key, significant = "bench_branch_test", "bench_branch_test_qval"
+    elif case == "fork_test":
+        sks.tl.fork_test(adata, "bench", branch_point=N_NODES // 3)
+        key, significant = "bench_fork_test", "bench_fork_test_qval"
+    elif case == "activation":
+        sks.tl.activation(adata, "bench")
+        key, significant = "bench_activation", None
     else:
         sks.tl.association_test(adata, "bench")
         key, significant = "bench_association", "bench_association_qval"
@@ -116,7 +123,8 @@ def run_one(case: str, n_cells: int, n_genes: int, density: float) -> dict:
         "nnz": int(adata.X.nnz),
         "matrix_gb": matrix_gb,
         "seconds": elapsed,
-        "q_below_0.05": int((adata.var[significant] < 0.05).sum()),
+        "q_below_0.05": int((adata.var[significant] < 0.05).sum()) if significant else
+        int(np.isfinite(adata.var["bench_activation_time"]).sum()),
         "peak_rss_before_gb": before_gb,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
     }
@@ -127,7 +135,7 @@ def main() -> None:
     parser.add_argument("--n-cells", type=int, default=100_000)
     parser.add_argument("--n-genes", type=int, default=20_000)
     parser.add_argument("--density", type=float, default=0.1)
-    parser.add_argument("--cases", default="trends,branch_test,association_test")
+    parser.add_argument("--cases", default="trends,branch_test,fork_test,association_test,activation")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: run a single case
     args = parser.parse_args()
 
@@ -147,7 +155,7 @@ def main() -> None:
           f"{args.density:.0%} non-zeros")
     print()
     print("| call | cells fitted | non-zeros | matrix (GB) | wall time (s) | peak RSS before / after the call (GB) "
-          "| genes with q < 0.05 |")
+          "| genes with q < 0.05 (activation: genes timed) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(

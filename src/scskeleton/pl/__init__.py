@@ -9,8 +9,20 @@ Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None`
 
 from ._cell_graph import cell_graph
 from ._graph import adjacency, convergence
+from ._modules import module_heatmap, modules
 from ._pseudotime import pseudotime
 from ._tree import tree
 from ._trends import branch_heatmap, path, trends
 
-__all__ = ["adjacency", "branch_heatmap", "cell_graph", "convergence", "path", "pseudotime", "tree", "trends"]
+__all__ = [
+    "adjacency",
+    "branch_heatmap",
+    "cell_graph",
+    "convergence",
+    "module_heatmap",
+    "modules",
+    "path",
+    "pseudotime",
+    "tree",
+    "trends",
+]

@@ -1,4 +1,4 @@
-"""``pl.trends``, ``pl.branch_heatmap`` and ``pl.path``: what ``tl.trends`` and ``tl.branch_test`` found."""
+"""``pl.trends``, ``pl.branch_heatmap`` and ``pl.path``: what ``tl.trends`` and the gene tests found."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ PATH_GID = "scskeleton_path"
 TREND_COLOR = "tab:red"
 #: Colour of the cells behind a ``tl.trends`` curve.
 CELL_COLOR = "0.6"
-METHODS = ("trends", "branch_test")
+METHODS = ("trends", "branch_test", "fork_test", "association_test")
+#: Results with one curve per branch, cells split by branch.
+BRANCHED = ("branch_test", "fork_test")
 
 
 def trends(
@@ -51,17 +53,19 @@ def trends(
     One panel per gene: the cells used by the fit (x: the pseudotime or path
     position they entered with, ``obs[f"{key}_time"]``; y: their expression
     in the matrix the fit used) and the fitted curve(s) ``varm[f"{key}_curves"]``.
-    For a ``tl.branch_test`` result the curves and cells are split by branch
-    (colours of ``obs[f"{key}_branch"]``, the trunk's cells in its own colour)
-    and the shared curve is dashed. Titles give R² and q (``tl.trends``) or
-    F and q (``tl.branch_test``).
+    For a ``tl.branch_test`` or ``tl.fork_test`` result the curves and cells
+    are split by branch (colours of ``obs[f"{key}_branch"]``, the trunk's
+    cells in its own colour) and the shared curve is dashed; for a
+    ``tl.association_test`` result there is one curve per lineage, over the
+    cells on the lineages (x: the graph's pseudotime). Titles give R² and q
+    (``tl.trends``) or F and q (the tests).
 
     Parameters
     ----------
     adata
         Annotated data matrix on which ``tl.trends`` or ``tl.branch_test`` has run.
     key
-        The ``key_added`` of that run, e.g. ``"ddrtree_trends"``.
+        The ``key_added`` of that run, e.g. ``"ddrtree_trends"`` or ``"rpg_association"``.
     genes
         One gene or several, each fitted by that run.
     ncols
@@ -95,7 +99,7 @@ def trends(
         raise ValueError(f"ax= draws one gene; got {len(genes)} genes. Leave ax=None for one panel per gene.")
     if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
         raise ValueError(f"ncols must be a positive integer; got {ncols!r}.")
-    times = adata.obs[f"{key}_time"].to_numpy(dtype=float)
+    times = _cell_times(adata, key, result)
     cells = np.flatnonzero(np.isfinite(times))
     values = _expression(adata, result, columns, cells)
     size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
@@ -112,11 +116,15 @@ def trends(
             extra.set_axis_off()
         panels, created = panels[: len(genes)], True
 
-    x_label = result["time"] if result["time"] in ("pseudotime", "registered pseudotime") else "position along the path"
+    x_label = result.get("time", "pseudotime")
+    x_label = x_label if x_label in ("pseudotime", "registered pseudotime") else "position along the path"
     for panel, gene, column, gene_values in zip(panels, genes, columns, values.T):
         if result["method"] == "trends":
             _draw_trend(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
             stats = f"R² = {adata.var[f'{key}_r2'].iloc[column]:.2f}"
+        elif result["method"] == "association_test":
+            _draw_lineages(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
+            stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
         else:
             _draw_branches(panel, adata, key, result, column, cells, times[cells], gene_values, show_cells,
                            show_shared, size)
@@ -170,8 +178,9 @@ def branch_heatmap(
     else ``None``.
     """
     result = _result(adata, key, "sks.pl.branch_heatmap")
-    if result["method"] != "branch_test":
-        raise ValueError(f"adata.uns[{key!r}] holds a tl.trends result; branch_heatmap needs one of tl.branch_test. "
+    if result["method"] not in BRANCHED:
+        raise ValueError(f"adata.uns[{key!r}] holds a {result['method']} result; branch_heatmap needs one of "
+                         "tl.branch_test or tl.fork_test. "
                          f"Run sks.tl.branch_test(adata, {result['graph']!r}, branch_point=...) first.")
     if genes is None:
         if isinstance(n_genes, bool) or not isinstance(n_genes, int) or n_genes < 1:
@@ -303,8 +312,12 @@ def _result(adata: AnnData, key: str, caller: str) -> dict:
                        f"Results present: {found}.")
     result = entry
     needed = [f"varm[{key + '_curves'!r}]"] if f"{key}_curves" not in adata.varm else []
-    needed += [f"obs[{key + '_time'!r}]"] if f"{key}_time" not in adata.obs else []
-    if result["method"] == "branch_test":
+    if result["method"] == "association_test":
+        graph_time = f"{result['graph']}_pseudotime"
+        needed += [f"obs[{graph_time!r}]"] if graph_time not in adata.obs else []
+    else:
+        needed += [f"obs[{key + '_time'!r}]"] if f"{key}_time" not in adata.obs else []
+    if result["method"] in BRANCHED:
         needed += [f"varm[{key + '_shared'!r}]"] if f"{key}_shared" not in adata.varm else []
         needed += [f"obs[{key + '_branch'!r}]"] if f"{key}_branch" not in adata.obs else []
     if needed:
@@ -322,7 +335,7 @@ def _fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str]) -> n
     fitted = ~np.isnan(curves[index].reshape(len(index), -1)).all(axis=1)
     if not fitted.all():
         missing = [gene for gene, ok in zip(genes, fitted) if not ok]
-        tool = "tl.trends" if result["method"] == "trends" else "tl.branch_test"
+        tool = f"tl.{result['method']}"
         raise KeyError(f"Gene(s) {missing[:5]} were not fitted by the {tool} run {key!r}; rerun it with "
                        "these genes in genes= (or genes=None for all).")
     return index
@@ -352,6 +365,29 @@ def _group_colors(adata: AnnData, key: str, result: dict) -> tuple[list[str], li
 
 def _group_name(label: str) -> str:
     return label if label == "trunk" else f"branch {label}"
+
+
+def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
+    """Each cell's time on the result's axis, NaN for cells the result did not use."""
+    if result["method"] != "association_test":
+        return adata.obs[f"{key}_time"].to_numpy(dtype=float)
+    on_lineage = {str(s) for chain in result["lineages"].values() for s in chain}
+    graph = result["graph"]
+    times = adata.obs[f"{graph}_pseudotime"].to_numpy(dtype=float).copy()
+    if f"{graph}_segment" in adata.obs:
+        times[~adata.obs[f"{graph}_segment"].astype(str).isin(on_lineage).to_numpy()] = np.nan
+    return times
+
+
+def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size) -> None:
+    if show_cells:
+        ax.scatter(times, values, s=size, c=CELL_COLOR, linewidths=0, alpha=0.5, rasterized=True)
+    grid = np.asarray(result["grid"], dtype=float)
+    curves = np.asarray(adata.varm[f"{key}_curves"][column], dtype=float)  # L × grid
+    colors = plt.get_cmap("tab10").colors
+    for l, leaf in enumerate(result["lineages"]):
+        ax.plot(grid, curves[l], color=colors[l % len(colors)], linewidth=2.0, label=f"lineage to segment {leaf}")
+    ax.legend(fontsize="small", loc="best")
 
 
 def _draw_trend(ax, adata, key, result, column, times, values, show_cells, size) -> None:

@@ -1,9 +1,12 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
+from ._activation import activation
 from ._convex_embedding import convex_embedding
 from ._ddrtree import ddrtree
 from ._esl import esl
+from ._fork_test import fork_test
 from ._fsl import fsl
+from ._modules import trend_modules
 from ._mpme import mpme
 from ._rpg import rpg, rpg_l1
 from ._spl import spl
@@ -12,12 +15,14 @@ from ._trajectory import path, pseudotime, root
 from ._trends import association_test, branch_test, trends
 
 __all__ = [
+    "activation",
     "association_test",
     "branch_support",
     "branch_test",
     "convex_embedding",
     "ddrtree",
     "esl",
+    "fork_test",
     "fsl",
     "mpme",
     "path",
@@ -26,5 +31,6 @@ __all__ = [
     "rpg",
     "rpg_l1",
     "spl",
+    "trend_modules",
     "trends",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -307,34 +308,21 @@ def branch_test(
     >>> adata.var.sort_values("ddrtree_branch_test_qval").head()
     >>> sks.pl.branch_heatmap(adata, "ddrtree_branch_test")
     """
-    graph = read_graph(adata, key)
     name = check_key(key_added, f"{key}_branch_test")
-    segments, labels, pseudotime = _trajectory(adata, key)
-    if isinstance(branch_point, bool) or not isinstance(branch_point, numbers.Integral) or not (
-        0 <= branch_point < graph.n_nodes
-    ):
-        raise ValueError(f"branch_point must be a node index in [0, {graph.n_nodes - 1}]; got {branch_point!r}. "
-                         f"Branch points of {key!r}: {np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.")
-    branch_point = int(branch_point)
-    trunk, branches = lineage_core.branch_cells(segments, branch_point, adata.uns[key]["root"])
+    fork = _fork_cells(adata, key, branch_point)
     matrix, layer_name = _expression(adata, layer)
     columns = _gene_columns(adata, genes)
-
-    branch_names = [members[0] for members in branches]
-    group_of_segment = {segment: 0 for segment in trunk}
-    for number, members in enumerate(branches, start=1):
-        group_of_segment.update({segment: number for segment in members})
-    group = np.array([group_of_segment.get(label, -1) for label in labels])
-    rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
+    trunk, branches, branch_names, group, rows, pseudotime = (
+        fork.trunk, fork.branches, fork.names, fork.group, fork.rows, fork.pseudotime
+    )
     start = logg.info(
         f"testing {_count(columns, adata)} genes for differences between the {len(branches)} branches "
-        f"at node {branch_point} ({rows.size} cells)"
+        f"at node {fork.branch_point} ({rows.size} cells)"
     )
     result = branch_core.branch_test(
         matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
         registration=registration, columns=columns,
-        names=[f"The branch starting with segment {b} (segments {', '.join(m)})"
-               for b, m in zip(branch_names, branches)],
+        names=fork.messages(),
     )
     _warn_lowered_df(df, result.df_shared)
 
@@ -357,11 +345,11 @@ def branch_test(
     adata.uns[name] = {
         "method": "branch_test",
         "params": plain_params(dict(
-            key=key, branch_point=branch_point, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
+            key=key, branch_point=fork.branch_point, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
             n_grid=n_grid, registration=registration,
         )),
         "graph": key,
-        "branch_point": branch_point,
+        "branch_point": fork.branch_point,
         "time": "registered pseudotime" if registration == "fit" else "pseudotime",
         "stretch": result.stretch,
         "branches": np.array(branch_names, dtype=object),
@@ -371,10 +359,7 @@ def branch_test(
         "df_shared": result.df_shared,
         "df_branches": result.df_branches,
         "n_cells": result.n_cells.astype(np.int64),
-        "edges": {
-            label: np.concatenate([_path_edges(segments[s]) for s in ids]) if ids else np.empty((0, 2), np.int64)
-            for label, ids in members.items()
-        },
+        "edges": _fork_edges(fork, members),
     }
     logg.info(
         f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
@@ -459,14 +444,9 @@ def association_test(
     """
     read_graph(adata, key)
     name = check_key(key_added, f"{key}_association")
-    segments, labels, pseudotime = _trajectory(adata, key)
-    chains = lineage_core.lineages(segments, adata.uns[key]["root"])
+    chains, membership, group, rows, pseudotime = _lineage_cells(adata, key)
     matrix, layer_name = _expression(adata, layer)
     columns = _gene_columns(adata, genes)
-    on_lineage, membership = lineage_core.lineage_membership(chains)
-    index = {segment: i for i, segment in enumerate(on_lineage)}
-    group = np.array([index.get(label, -1) for label in labels])
-    rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
     start = logg.info(
         f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
         f"({rows.size} cells)"
@@ -503,6 +483,62 @@ def association_test(
               f"'{name}_qval', '{name}_amplitude']"),
     )
     return adata if copy else None
+
+
+@dataclass(frozen=True)
+class _Fork:
+    """The cells around a branch point, as ``tl.branch_test`` and ``tl.fork_test`` read them."""
+
+    branch_point: int
+    segments: dict
+    trunk: list
+    branches: list
+    names: list
+    group: np.ndarray  # per cell: 0 trunk, b ≥ 1 branch, −1 elsewhere
+    rows: np.ndarray  # cells in the trunk or a branch, with a pseudotime
+    pseudotime: np.ndarray
+
+    def messages(self) -> list[str]:
+        return [f"The branch starting with segment {b} (segments {', '.join(m)})"
+                for b, m in zip(self.names, self.branches)]
+
+
+def _fork_cells(adata: AnnData, key: str, branch_point) -> _Fork:
+    """Validate ``branch_point`` and split the trajectory's cells into trunk and branches around it."""
+    graph = read_graph(adata, key)
+    segments, labels, pseudotime = _trajectory(adata, key)
+    if isinstance(branch_point, bool) or not isinstance(branch_point, numbers.Integral) or not (
+        0 <= branch_point < graph.n_nodes
+    ):
+        raise ValueError(f"branch_point must be a node index in [0, {graph.n_nodes - 1}]; got {branch_point!r}. "
+                         f"Branch points of {key!r}: {np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.")
+    branch_point = int(branch_point)
+    trunk, branches = lineage_core.branch_cells(segments, branch_point, adata.uns[key]["root"])
+    group_of_segment = {segment: 0 for segment in trunk}
+    for number, members in enumerate(branches, start=1):
+        group_of_segment.update({segment: number for segment in members})
+    group = np.array([group_of_segment.get(label, -1) for label in labels])
+    rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
+    return _Fork(branch_point=branch_point, segments=segments, trunk=trunk, branches=branches,
+                 names=[members[0] for members in branches], group=group, rows=rows, pseudotime=pseudotime)
+
+
+def _fork_edges(fork: _Fork, members: dict) -> dict:
+    return {
+        label: np.concatenate([_path_edges(fork.segments[s]) for s in ids]) if ids else np.empty((0, 2), np.int64)
+        for label, ids in members.items()
+    }
+
+
+def _lineage_cells(adata: AnnData, key: str):
+    """Lineages (root-to-leaf segment chains), segment weights, each cell's segment index and the cells on them."""
+    segments, labels, pseudotime = _trajectory(adata, key)
+    chains = lineage_core.lineages(segments, adata.uns[key]["root"])
+    on_lineage, membership = lineage_core.lineage_membership(chains)
+    index = {segment: i for i, segment in enumerate(on_lineage)}
+    group = np.array([index.get(label, -1) for label in labels])
+    rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
+    return chains, membership, group, rows, pseudotime
 
 
 def _warn_lowered_df(requested, used: float) -> None:

@@ -221,7 +221,8 @@ class ForkTestResult:
     """Output of :func:`fork_test` for G genes and B branches.
 
     ``grid`` (n_grid) spans the window past the fork, on the (registered)
-    time axis; ``curves`` (G × B × n_grid) each branch's curve on it;
+    time axis; ``curves`` (G × B × n_grid) each branch's curve on it and
+    ``shared`` (G × n_grid) the shared curve (the null model);
     ``means`` (G × B) each curve's mean over the window; ``effect`` (G) the
     largest difference between two branches' means and ``up`` / ``down`` (G)
     the branches (0…B−1) with the highest and lowest mean;
@@ -235,6 +236,7 @@ class ForkTestResult:
 
     grid: np.ndarray
     curves: np.ndarray
+    shared: np.ndarray
     means: np.ndarray
     effect: np.ndarray
     up: np.ndarray
@@ -316,6 +318,7 @@ def fork_test(
     return ForkTestResult(
         grid=grid,
         curves=curves,
+        shared=(design @ comparison.shared.coef).T,
         means=means,
         effect=effect,
         up=means.argmax(axis=1),

@@ -1,0 +1,317 @@
+"""``pl.module_heatmap`` and ``pl.modules``: the gene modules of ``tl.trend_modules``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+from scipy import sparse
+
+from ._trends import BRANCHED, _cell_times
+from ._utils import category_colors, finish
+
+#: ``standard_scale`` values, as in ``scanpy.pl.heatmap``.
+STANDARD_SCALES = ("var", "obs", None)
+#: Gene names are written beside the rows up to this many genes.
+MAX_GENE_LABELS = 80
+
+
+def module_heatmap(
+    adata: AnnData,
+    key: str,
+    *,
+    groupby: str | None = None,
+    gene_symbols: str | None = None,
+    use_raw: bool | None = None,
+    layer: str | None = None,
+    standard_scale: str | None = "var",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    cmap: str = "viridis",
+    figsize: tuple[float, float] | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | list | None:
+    """Genes × pseudotime heatmap of the modules of ``tl.trend_modules``, one block per lineage (or branch).
+
+    Rows are the clustered genes, grouped by module (colour bar on the left)
+    and within a module ordered by where their curve peaks. Columns are the
+    pseudotime grid of the test the modules came from, one block per lineage
+    (``tl.association_test``) or branch (``tl.branch_test``,
+    ``tl.fork_test``). By default a cell of the heatmap is the gene's fitted
+    curve; with ``layer=`` or ``use_raw=True`` it is the mean expression of
+    the cells of that lineage in that pseudotime bin (from that matrix),
+    blank where a bin holds no cell. With ``groupby=``, a bar above each block
+    shows the most common category of the block's cells in each bin.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.trend_modules`` has run.
+    key
+        Its ``key_added``, e.g. ``"rpg_association_modules"``.
+    groupby
+        A categorical ``.obs`` column to annotate pseudotime with.
+    gene_symbols
+        A ``.var`` column to label the genes with instead of ``var_names``.
+    use_raw, layer
+        Show binned expression from ``adata.raw`` or ``adata.layers[layer]``
+        instead of the fitted curves.
+    standard_scale
+        ``"var"`` (default): each gene scaled to [0, 1] over all its blocks;
+        ``"obs"``: each pseudotime column scaled to [0, 1]; ``None``: as is.
+    vmin, vmax
+        Colour limits (after scaling).
+    cmap
+        Matplotlib colormap.
+    figsize
+        Figure size; default from the numbers of genes and blocks.
+    show, save, return_fig
+        As in :func:`scskeleton.pl.trends`.
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the heatmap Axes (one per block)
+    when ``show=False``, else ``None``.
+    """
+    entry, result_key, result = _modules(adata, key, "sks.pl.module_heatmap")
+    if standard_scale not in STANDARD_SCALES:
+        raise ValueError(f"standard_scale must be one of {STANDARD_SCALES}; got {standard_scale!r}.")
+    if groupby is not None and (groupby not in adata.obs or not isinstance(adata.obs[groupby].dtype,
+                                                                          pd.CategoricalDtype)):
+        raise KeyError(f"groupby must name a categorical column of adata.obs; got {groupby!r}.")
+    if gene_symbols is not None and gene_symbols not in adata.var:
+        raise KeyError(f"gene_symbols={gene_symbols!r} is not a column of adata.var.")
+    labels = adata.var[key]
+    columns = np.flatnonzero(labels.notna().to_numpy())
+    modules = labels.cat.codes.to_numpy()[columns]
+    curves = _block_curves(np.asarray(adata.varm[f"{result_key}_curves"], dtype=float))[columns]  # G × B × grid
+    grid = np.asarray(result["grid"], dtype=float)
+    blocks = _block_names(result, curves.shape[1])
+    times = _cell_times(adata, result_key, result)
+    members = _block_members(adata, result_key, result, len(blocks), times)
+    if layer is not None or use_raw:
+        values = _binned(adata, columns, members, times, grid, use_raw=bool(use_raw), layer=layer)
+    else:
+        values = curves
+    values = _scale(values, standard_scale)
+    peak = np.nanargmax(np.where(np.isnan(curves), -np.inf, curves).reshape(len(columns), -1), axis=1)
+    order = np.lexsort((peak, modules))
+    values, modules, columns = values[order], modules[order], columns[order]
+    names = (adata.var[gene_symbols] if gene_symbols is not None else adata.var_names.to_series()).to_numpy()[columns]
+
+    n_blocks = len(blocks)
+    body = min(0.18 * len(columns), 12.0)
+    top = 0.25 if groupby is not None else 0.0  # inches of the groupby bar
+    figsize = figsize or (1.5 + 3.0 * n_blocks, 1.2 + top + body)
+    fig = plt.figure(figsize=figsize)
+    ratios = [0.15] + [1.0] * n_blocks + [0.06]
+    grid_spec = fig.add_gridspec(2, n_blocks + 2, width_ratios=ratios, height_ratios=[max(top, 0.01), max(body, 1.0)],
+                                 wspace=0.05, hspace=0.02)
+    module_colors = category_colors(adata, key, list(labels.cat.categories))
+    side = fig.add_subplot(grid_spec[1, 0])
+    side.imshow(modules[:, None], aspect="auto", interpolation="nearest", cmap=ListedColormap(module_colors),
+                vmin=-0.5, vmax=len(module_colors) - 0.5)
+    side.set_xticks([])
+    if len(columns) <= MAX_GENE_LABELS:
+        side.set_yticks(np.arange(len(columns)), names, fontsize="small")
+    else:
+        side.set_yticks([])
+    if len(columns) > MAX_GENE_LABELS:  # no room for gene names: name the modules instead
+        for module in np.unique(modules):
+            rows = np.flatnonzero(modules == module)
+            side.text(-0.8, rows.mean(), labels.cat.categories[module], ha="right", va="center", fontsize="small")
+    panels = []
+    colormap = plt.get_cmap(cmap).copy()
+    colormap.set_bad("white")
+    for b, block in enumerate(blocks):
+        ax = fig.add_subplot(grid_spec[1, b + 1])
+        shown = ax.imshow(np.ma.masked_invalid(values[:, b, :]), aspect="auto", interpolation="nearest",
+                          cmap=colormap, vmin=vmin, vmax=vmax)
+        ticks = [t for t in MaxNLocator(nbins=3).tick_values(grid[0], grid[-1]) if grid[0] <= t <= grid[-1]]
+        ax.set_xticks(np.interp(ticks, grid, np.arange(grid.size)), [f"{t:g}" for t in ticks])
+        ax.set_yticks([])
+        ax.set_xlabel(result.get("time", "pseudotime") if result.get("time") != "path position" else "position")
+        for boundary in np.flatnonzero(np.diff(modules)) + 0.5:
+            ax.axhline(boundary, color="white", linewidth=0.8)
+        if groupby is not None:
+            bar = fig.add_subplot(grid_spec[0, b + 1], sharex=ax)
+            _draw_groups(bar, adata, groupby, members[b], times, grid)
+        ax.set_title(block, fontsize="medium", pad=14 if groupby is not None else 6)
+        panels.append(ax)
+    fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
+                 label="scaled expression" if standard_scale else "expression")
+    return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)
+
+
+def _modules(adata: AnnData, key: str, caller: str) -> tuple[Mapping, str, Mapping]:
+    """The trend_modules entry, the name of the test it clustered and that test's entry, all checked."""
+    entry = adata.uns.get(key)
+    if not isinstance(entry, Mapping) or entry.get("method") != "trend_modules":
+        found = [k for k, v in adata.uns.items() if isinstance(v, Mapping) and v.get("method") == "trend_modules"]
+        raise KeyError(f"{caller} found no tl.trend_modules result under adata.uns[{key!r}]; run "
+                       f"sks.tl.trend_modules(adata, <test key>) first. Results present: {found}.")
+    result_key = str(entry["result"])
+    result = adata.uns.get(result_key)
+    missing = [f for f, ok in ((f"var[{key!r}]", key in adata.var), (f"uns[{result_key!r}]", result is not None),
+                               (f"varm[{result_key + '_curves'!r}]", f"{result_key}_curves" in adata.varm)) if not ok]
+    if missing:
+        raise KeyError(f"The modules {key!r} are incomplete: {missing} missing (subset or edited since?); rerun "
+                       "the test and tl.trend_modules.")
+    return entry, result_key, result
+
+
+def _block_curves(curves: np.ndarray) -> np.ndarray:
+    """G × blocks × grid (a tl.trends result has one block)."""
+    return curves[:, None, :] if curves.ndim == 2 else curves
+
+
+def _block_names(result: Mapping, n_blocks: int) -> list[str]:
+    if result["method"] == "association_test":
+        return [f"lineage to segment {leaf}" for leaf in result["lineages"]]
+    if result["method"] in BRANCHED:
+        return [f"branch {label}" for label in result["branches"]]
+    return ["path"][:n_blocks]
+
+
+def _block_members(adata: AnnData, key: str, result: Mapping, n_blocks: int, times: np.ndarray) -> list[np.ndarray]:
+    """Per block, the cells it holds (boolean over cells)."""
+    used = np.isfinite(times)
+    if result["method"] == "association_test":
+        segments = adata.obs[f"{result['graph']}_segment"].astype(str).to_numpy()
+        return [used & np.isin(segments, np.asarray(chain, dtype=str)) for chain in result["lineages"].values()]
+    if result["method"] in BRANCHED:
+        branch = adata.obs[f"{key}_branch"].astype(str).to_numpy()
+        return [used & ((branch == "trunk") | (branch == str(label))) for label in result["branches"]]
+    return [used]
+
+
+def _bins(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    edges = np.concatenate([[-np.inf], (grid[1:] + grid[:-1]) / 2, [np.inf]])
+    return np.searchsorted(edges, times, side="right") - 1
+
+
+def _binned(adata, columns, members, times, grid, *, use_raw: bool, layer: str | None) -> np.ndarray:
+    """G × blocks × grid mean expression per pseudotime bin (NaN where a bin is empty)."""
+    if use_raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but adata.raw is None.")
+        if layer is not None:
+            raise ValueError("Pass either use_raw=True or layer=, not both.")
+        matrix = adata.raw[:, adata.var_names[columns]].X
+        columns = np.arange(columns.size)
+    elif layer not in adata.layers:
+        raise KeyError(f"layer={layer!r} is not in adata.layers: {list(adata.layers)}.")
+    else:
+        matrix = adata.layers[layer]
+    out = np.full((columns.size, len(members), grid.size), np.nan)
+    for b, inside in enumerate(members):
+        cells = np.flatnonzero(inside)
+        if cells.size == 0:
+            continue
+        picked = matrix[cells][:, columns]
+        picked = picked.toarray() if sparse.issparse(picked) else np.asarray(picked, dtype=float)
+        bins = _bins(times[cells], grid)
+        counts = np.bincount(bins, minlength=grid.size)
+        sums = np.zeros((grid.size, columns.size))
+        np.add.at(sums, bins, picked)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, b, :] = (sums / counts[:, None]).T
+    return out
+
+
+def _scale(values: np.ndarray, standard_scale: str | None) -> np.ndarray:
+    if standard_scale is None:
+        return values
+    axis = (1, 2) if standard_scale == "var" else 0
+    low = np.nanmin(values, axis=axis, keepdims=True)
+    span = np.nanmax(values, axis=axis, keepdims=True) - low
+    return (values - low) / np.where(span > 0, span, 1.0)
+
+
+def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np.ndarray, grid: np.ndarray) -> None:
+    """One row: the most common ``groupby`` category of the block's cells in each pseudotime bin."""
+    categories = list(adata.obs[groupby].cat.categories)
+    codes = adata.obs[groupby].cat.codes.to_numpy()
+    cells = np.flatnonzero(inside & (codes >= 0))
+    table = np.zeros((grid.size, len(categories)))
+    np.add.at(table, (_bins(times[cells], grid), codes[cells]), 1.0)
+    majority = np.where(table.sum(axis=1) > 0, table.argmax(axis=1), np.nan)
+    colors = category_colors(adata, groupby, categories)
+    colormap = ListedColormap(colors)
+    colormap.set_bad("white")
+    ax.imshow(np.ma.masked_invalid(majority[None, :]), aspect="auto", interpolation="nearest", cmap=colormap,
+              vmin=-0.5, vmax=len(categories) - 0.5)
+    ax.set_yticks([0], [groupby], fontsize="small")
+    ax.tick_params(axis="x", labelbottom=False, bottom=False)
+
+
+def modules(
+    adata: AnnData,
+    key: str,
+    *,
+    ncols: int = 3,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | list | None:
+    """One panel per module: its genes' standardised curves along every lineage (or branch), and their mean.
+
+    Thin lines are the member genes' curves (centred and scaled per gene, as
+    clustered), in the colour of their lineage; the thick line is the module
+    mean (``uns[key]["curves"]``). Lineages are drawn on one shared
+    pseudotime axis, so a module's behaviour on each lineage can be compared.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.trend_modules`` has run.
+    key
+        Its ``key_added``.
+    ncols
+        Panels per row.
+    show, save, return_fig
+        As in :func:`scskeleton.pl.trends`.
+    """
+    entry, result_key, result = _modules(adata, key, "sks.pl.modules")
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive integer; got {ncols!r}.")
+    labels = adata.var[key]
+    categories = list(labels.cat.categories)
+    codes = labels.cat.codes.to_numpy()
+    curves = _block_curves(np.asarray(adata.varm[f"{result_key}_curves"], dtype=float))
+    centers = _block_curves(np.asarray(entry["curves"], dtype=float))
+    grid = np.asarray(result["grid"], dtype=float)
+    blocks = _block_names(result, curves.shape[1])
+    colors = plt.get_cmap("tab10").colors
+    ncols = min(ncols, len(categories))
+    nrows = -(-len(categories) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 3.0 * nrows), squeeze=False, sharex=True)
+    panels = list(axes.ravel())
+    for extra in panels[len(categories):]:
+        extra.set_axis_off()
+    for m, (ax, module) in enumerate(zip(panels, categories)):
+        genes = np.flatnonzero(codes == m)
+        flat = curves[genes].reshape(genes.size, -1)
+        standard = (flat - np.nanmean(flat, axis=1, keepdims=True)) / np.where(
+            np.nanstd(flat, axis=1, keepdims=True) > 0, np.nanstd(flat, axis=1, keepdims=True), 1.0)
+        standard = standard.reshape(curves[genes].shape)
+        for b, block in enumerate(blocks):
+            colour = colors[b % len(colors)]
+            shown = standard[: min(genes.size, 50), b, :]
+            if shown.size:
+                ax.plot(grid, shown.T, color=colour, alpha=0.15, linewidth=0.6)
+            ax.plot(grid, centers[m, b], color=colour, linewidth=2.5, label=block)
+        ax.set_title(f"module {module} ({genes.size} genes)", fontsize="medium")
+        ax.set_xlabel(result.get("time", "pseudotime"))
+        ax.set_ylabel("standardised trend")
+    panels[0].legend(fontsize="small", loc="best")
+    return finish(fig, panels[: len(categories)], created=True, show=show, save=save, return_fig=return_fig)

@@ -1,0 +1,189 @@
+"""``tl.fork_test``: which genes differ between the branches just after a fork, and in which branch they go up."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from scanpy import logging as logg
+
+from .._core.stats import branches as branch_core
+from ._inputs import check_key
+from ._results import plain_params
+from ._trends import (
+    _MODEL,
+    _count,
+    _degenerate_note,
+    _expression,
+    _fork_cells,
+    _fork_edges,
+    _gene_columns,
+    _per_cell,
+    _per_gene,
+    _warn_lowered_df,
+)
+
+
+def fork_test(
+    adata: AnnData,
+    key: str,
+    *,
+    branch_point: int,
+    window: float | None = None,
+    genes: Sequence[str] | None = None,
+    layer: str | None = None,
+    n_knots: int = 10,
+    df: float = 6.0,
+    n_grid: int = 100,
+    registration: str = "fit",
+    key_added: str | None = None,
+    copy: bool = False,
+) -> AnnData | None:
+    """Which genes differ between the branches just after a branch point, and in which branch they go up.
+
+    Where :func:`branch_test` asks whether a gene's whole course differs
+    between the branches (trunk included), the fork test looks at the cells
+    of the branches in a window past the fork, and says which way: the
+    branch where the gene's fitted expression is highest (``up``) and the
+    difference between the highest and lowest branch's mean over the window
+    (``effect``, in the units of the expression; on log-normalised data a
+    log fold change). Per gene, one curve per branch is compared with one
+    shared curve over the window's cells by an F test with Satterthwaite
+    degrees of freedom and Benjamini–Hochberg correction.
+    {model}
+    As in :func:`branch_test`, each branch's pseudotime past the fork is
+    first stretched by the factor (one per branch, shared by all genes) that
+    lets a shared curve fit the most variable genes best, so that a learner's
+    uneven stretching of the branches is not called a difference
+    (``registration="none"`` turns this off).
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
+    key
+        Key of the graph, e.g. ``"rpg"``.
+    branch_point
+        Node index of the fork, one of ``adata.uns[key]["branch_points"]``.
+    window
+        Length of the window past the fork, in (registered) pseudotime.
+        Default: the stretch every branch covers (the shortest branch's reach,
+        the 95th percentile of its cells' time past the fork), so no branch is
+        compared where it has no cells. A short window asks about the first
+        decisions after the fork.
+    genes, layer, n_knots, n_grid
+        As in :func:`trends`.
+    df
+        Effective degrees of freedom of each curve (> 2; default 6), lowered
+        with a warning when the window's cells cannot carry it.
+    registration
+        ``"fit"`` (default) or ``"none"``, as in :func:`branch_test`.
+    key_added
+        Name of the result; default ``f"{key}_fork_test"``.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+
+    ``adata.var[f"{name}_F"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_effect"]``
+        F statistic, p-value, BH-adjusted q-value and effect size (NaN for
+        genes not tested).
+    ``adata.var[f"{name}_up"]``, ``[f"{name}_down"]``
+        Categorical: the branch (label) with the highest and lowest mean.
+    ``adata.varm[f"{name}_curves"]``, ``[f"{name}_shared"]``, ``[f"{name}_means"]``
+        Genes × B × ``n_grid`` branch curves over the window, genes ×
+        ``n_grid`` shared curve, genes × B means over the window.
+    ``adata.obs[f"{name}_branch"]``, ``[f"{name}_time"]``
+        The branch of each cell in the window and its registered time (NaN
+        for the cells left out).
+    ``adata.uns[name]``
+        ``method`` (``"fork_test"``), ``params``, ``graph``, ``branch_point``,
+        ``time``, ``stretch``, ``branches`` (labels: the id of the segment
+        each branch starts with), ``segments``, ``fork`` and ``window`` (on
+        the time axis), ``grid``, ``knots``, ``df``, ``n_cells`` (per branch,
+        in the window) and ``edges`` (for ``pl.path``).
+
+    Examples
+    --------
+    >>> import scanpy as sc, scskeleton as sks
+    >>> adata = sks.datasets.krumsiek11()
+    >>> sc.pp.pca(adata, n_comps=10)
+    >>> sks.tl.rpg(adata)
+    >>> sks.tl.root(adata, "rpg", group=("cell_type", "progenitor"))
+    >>> sks.tl.pseudotime(adata, "rpg")
+    >>> fork = int(adata.uns["rpg"]["branch_points"][0])
+    >>> sks.tl.fork_test(adata, "rpg", branch_point=fork)
+    >>> adata.var.sort_values("rpg_fork_test_qval")[["rpg_fork_test_up", "rpg_fork_test_effect"]].head()
+    """
+    name = check_key(key_added, f"{key}_fork_test")
+    fork = _fork_cells(adata, key, branch_point)
+    matrix, layer_name = _expression(adata, layer)
+    columns = _gene_columns(adata, genes)
+    rows = fork.rows
+    start = logg.info(
+        f"testing {_count(columns, adata)} genes for differences just after the fork at node "
+        f"{fork.branch_point} ({len(fork.branches)} branches)"
+    )
+    result = branch_core.fork_test(
+        matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=df,
+        n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
+    )
+    _warn_lowered_df(df, result.df)
+
+    adata = adata.copy() if copy else adata
+    tested = np.arange(adata.n_vars) if columns is None else columns
+    n_branches = len(fork.branches)
+    for suffix, values, shape in (("curves", result.curves, (n_branches, result.grid.size)),
+                                  ("shared", result.shared, (result.grid.size,)),
+                                  ("means", result.means, (n_branches,))):
+        full = np.full((adata.n_vars, *shape), np.nan)
+        full[tested] = values
+        adata.varm[f"{name}_{suffix}"] = full
+    for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
+                           ("effect", result.effect)):
+        adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
+    for suffix, which in (("up", result.up), ("down", result.down)):
+        codes = np.full(adata.n_vars, -1)
+        codes[tested] = np.where(result.degenerate, -1, which)
+        adata.var[f"{name}_{suffix}"] = pd.Categorical.from_codes(codes, categories=list(fork.names))
+    in_window = np.isfinite(result.times)
+    codes = np.full(adata.n_obs, -1)
+    codes[rows[in_window]] = fork.group[rows[in_window]]
+    adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=["trunk", *fork.names])
+    adata.obs[f"{name}_time"] = _per_cell(adata, rows[in_window], result.times[in_window])
+    members = dict(zip(fork.names, fork.branches))
+    adata.uns[name] = {
+        "method": "fork_test",
+        "params": plain_params(dict(
+            key=key, branch_point=fork.branch_point, window=result.window, layer=layer_name, n_genes=tested.size,
+            n_knots=n_knots, df=df, n_grid=n_grid, registration=registration,
+        )),
+        "graph": key,
+        "branch_point": fork.branch_point,
+        "time": "registered pseudotime" if registration == "fit" else "pseudotime",
+        "stretch": result.stretch,
+        "branches": np.array(fork.names, dtype=object),
+        "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
+        "fork": result.fork,
+        "window": result.window,
+        "grid": result.grid,
+        "knots": result.knots,
+        "df": result.df,
+        "n_cells": result.n_cells.astype(np.int64),
+        "edges": _fork_edges(fork, members),
+    }
+    logg.info(
+        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
+        time=start,
+        deep=(f"added\n    uns[{name!r}], varm['{name}_curves', '{name}_shared', '{name}_means'], var['{name}_F', "
+              f"'{name}_pval', '{name}_qval', '{name}_effect', '{name}_up', '{name}_down'], "
+              f"obs['{name}_branch', '{name}_time']"),
+    )
+    return adata if copy else None
+
+
+fork_test.__doc__ = fork_test.__doc__.replace("{model}", _MODEL)
