@@ -4,13 +4,26 @@
 ``sks.pl`` plots them, ``sks.datasets`` provides data with ground truth.
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 try:
     __version__ = version("scskeleton")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
-from . import datasets, pl, tl
-
 __all__ = ["datasets", "pl", "tl", "__version__"]
+
+if TYPE_CHECKING:
+    from . import datasets, pl, tl
+else:
+    # The subpackages import scanpy, which takes seconds; loading them on first use keeps
+    # `scskeleton --help` (the console script imports this package first) instant.
+    def __getattr__(name: str):
+        if name in ("datasets", "pl", "tl"):
+            return import_module(f".{name}", __name__)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))

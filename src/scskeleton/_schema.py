@@ -43,6 +43,28 @@ def segment_key(key: str) -> str:
     return f"{key}_segment"
 
 
+def weight_key(key: str) -> str:
+    """``var`` key of the gene weights θ learned by ``tl.fsl``."""
+    return f"{key}_weight"
+
+
+def selected_key(key: str) -> str:
+    """``var`` key flagging the genes ``tl.fsl`` selected."""
+    return f"{key}_selected"
+
+
+def result_fields(key: str) -> dict[str, tuple[str, ...]]:
+    """Every field outside ``uns[key]`` that a learner or trajectory tool writes under ``key``,
+    by AnnData attribute: what a new fit under ``key`` removes first, whichever learner wrote them.
+    A new field written under ``key`` belongs here."""
+    return {
+        "obsm": (latent_key(key), assignment_key(key)),
+        "obsp": (connectivities_key(key),),
+        "obs": (component_key(key), pseudotime_key(key), segment_key(key)),
+        "var": (weight_key(key), selected_key(key)),
+    }
+
+
 @dataclass(frozen=True)
 class StoredGraph:
     """A node graph read back from ``adata.uns[key]``."""
@@ -96,6 +118,7 @@ def read_graph(adata: AnnData, key: str) -> StoredGraph:
             **common,
         )
     if is_cell_graph(adata, key):
+        _check_fitted_cells(adata, key)
         return StoredGraph(
             nodes=np.asarray(adata.obsm[latent_key(key)], dtype=float),
             adjacency=sparse.csr_matrix(adata.obsp[connectivities_key(key)]),
@@ -106,6 +129,27 @@ def read_graph(adata: AnnData, key: str) -> StoredGraph:
         f"adata.uns[{key!r}] is not a scskeleton graph: it has neither nodes/adjacency/space nor "
         f"adata.obsm[{latent_key(key)!r}] with adata.obsp[{connectivities_key(key)!r}]."
     )
+
+
+def _check_fitted_cells(adata: AnnData, key: str) -> None:
+    """Refuse a cell graph read on other cells than it was fitted on.
+
+    Every cell is a node of a cell graph, and its root, leaves and segments
+    are cell positions: on a subset, slicing ``obsp`` keeps only the edges
+    among the remaining cells (often no longer connected) and the stored
+    positions point at other cells. A node graph needs no such check: each
+    remaining cell keeps its own row of the assignment. Only the number of
+    cells is compared (``uns[key]["n_obs"]``, absent from results written
+    before it was stored), which catches any subset of a different size.
+    """
+    entry = adata.uns[key]
+    fitted = entry.get("n_obs")
+    if fitted is not None and int(fitted) != adata.n_obs:
+        raise ValueError(
+            f"The cell graph {key!r} was fitted on {int(fitted)} cells, but this AnnData has {adata.n_obs}: "
+            "every cell is a node of it, so a subset of the cells needs its own fit. Refit on the subset, "
+            f"e.g. sub = adata[mask].copy(); sks.tl.{entry.get('method', '<learner>')}(sub, key_added={key!r})."
+        )
 
 
 def is_cell_graph(adata: AnnData, key: str) -> bool:

@@ -82,8 +82,27 @@ def check_random_state(random_state) -> int:
 
 
 def check_key(key_added: str | None, default: str) -> str:
-    """Resolve ``key_added``; it names the ``uns`` entry and prefixes obsm/obs keys."""
+    """Resolve ``key_added``; it names the ``uns`` entry and prefixes obsm/obs keys.
+
+    Keys become HDF5 group names in an h5ad file. ``/`` nests groups
+    (``uns/a/b``) and then ``read_h5ad`` cannot read the whole file back, a
+    NUL character cannot be stored, and ``"."``/``".."`` name the group itself
+    or its parent: all are refused here, before any work is done.
+    """
     key = default if key_added is None else key_added
     if not isinstance(key, str) or not key:
         raise ValueError(f"key_added must be a non-empty string; got {key_added!r}.")
+    if "/" in key or "\x00" in key or key in (".", ".."):
+        raise ValueError(
+            f"key_added={key!r} cannot be stored in an .h5ad file: keys name HDF5 groups, so they must not "
+            "contain '/' or NUL characters nor be '.' or '..'. Use e.g. '_' instead of '/'."
+        )
     return key
+
+
+def check_unique_obs_names(adata: AnnData, *, why: str) -> None:
+    """Refuse duplicated cell names where cells are looked up or reported by name (``why`` says where)."""
+    if not adata.obs_names.is_unique:
+        raise ValueError(
+            f"adata.obs_names are not unique, so {why}; run adata.obs_names_make_unique() first."
+        )

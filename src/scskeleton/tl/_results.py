@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from copy import deepcopy
 
 import numpy as np
 from anndata import AnnData
@@ -10,7 +11,7 @@ from scanpy import logging as logg
 from scipy import sparse
 
 from .. import __version__
-from .._schema import assignment_key, connectivities_key, latent_key, pseudotime_key, segment_key
+from .._schema import assignment_key, connectivities_key, latent_key, result_fields
 
 
 def plain_params(params: dict) -> dict:
@@ -54,18 +55,19 @@ def write_result(
     ``obsm[f"X_{key}"]``, ``assignment`` to ``obsm[f"{key}_assignment"]``,
     ``connectivities`` (a learned cell graph) to ``obsp[f"{key}_connectivities"]``
     with explicit zeros dropped, and ``obs`` / ``var`` columns as named.
-    Replaces everything a previous fit under the same key wrote, including
-    trajectory results that referred to the old fit.
+    ``uns[key]["n_obs"]`` records the number of cells fitted, so that a
+    subset can be told apart later. Replaces everything a previous fit under
+    the same key wrote, by whichever learner, including trajectory results
+    that referred to the old fit (:func:`clear_result`).
     """
-    for stale in (pseudotime_key(key), segment_key(key)):
-        if stale in adata.obs:
-            del adata.obs[stale]
+    clear_result(adata, key, keep=params.get("use_rep"))
     entry = {
         "method": method,
         "params": plain_params(params),
         "objective": np.asarray(objective, dtype=float),
         "n_iter": int(n_iter),
         "converged": bool(converged),
+        "n_obs": adata.n_obs,
         **(uns or {}),
     }
     adata.uns[key] = entry
@@ -88,6 +90,40 @@ def write_result(
         adata.var[name] = values
         written.append(f"var[{name!r}]")
     return written
+
+
+def clear_result(adata: AnnData, key: str, *, keep: str | None = None) -> None:
+    """Remove ``uns[key]`` and every field of :func:`~scskeleton._schema.result_fields` under ``key``.
+
+    A learner reusing a key must not inherit another learner's fields: a
+    stale ``obsm[f"{key}_assignment"]`` beside a new cell graph makes
+    ``tl.root`` read the old node assignment. ``keep`` is the ``obsm`` key
+    the new fit read its cells from (``use_rep``), which may be named like a
+    latent field of the old result (``tl.rpg(use_rep="X_g", key_added="g")``
+    after ``tl.mpme(key_added="g")``) and is still the space of the new graph.
+    """
+    for attribute, names in result_fields(key).items():
+        stored = getattr(adata, attribute)
+        for name in names:
+            if name != keep and name in stored:
+                del stored[name]
+    if key in adata.uns:
+        del adata.uns[key]
+
+
+def update_entry(adata: AnnData, key: str, **fields) -> None:
+    """Add ``fields`` to ``adata.uns[key]``, also on a view.
+
+    A view shares its parent's nested dicts, so writing into
+    ``adata.uns[key]`` of a view would change the parent while the view stays
+    a view. Assigning a fresh entry instead makes anndata turn the view into
+    an AnnData of its own (with its ``ImplicitModificationWarning``) and leaves
+    the parent untouched.
+    """
+    if adata.is_view:
+        adata.uns[key] = {**deepcopy(dict(adata.uns[key])), **fields}
+    else:
+        adata.uns[key].update(fields)
 
 
 def write_graph(

@@ -18,6 +18,7 @@ from .._schema import StoredGraph, cell_coordinates, is_cell_graph, read_graph
 from . import _progress
 from ._ddrtree import ddrtree
 from ._inputs import check_random_state, get_representation
+from ._results import update_entry
 from ._rpg import rpg, rpg_l1
 
 #: The node-graph learners a stored tree can be refitted with.
@@ -153,7 +154,7 @@ def branch_support(
             not_converged += not converged
             points[round_], leaves[round_] = core.supported(reference.subset(cells), refit, min_jaccard)
 
-    adata.uns[key]["branch_support"] = {
+    update_entry(adata, key, branch_support={
         "branch_points": reference.branch_points.astype(np.int64),
         "branch_point_support": points.mean(axis=0).astype(float),
         "leaves": reference.leaves.astype(np.int64),
@@ -162,7 +163,7 @@ def branch_support(
         "fraction": fraction,
         "min_jaccard": min_jaccard,
         "random_state": random_state,
-    }
+    })
     note = f", {not_converged} refits stopped at maxiter" if not_converged else ""
     logg.info(
         f"    finished ({reference.branch_points.size} branch points, {reference.leaves.size} leaves{note})",

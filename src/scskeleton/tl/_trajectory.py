@@ -22,6 +22,8 @@ from .._schema import (
     read_graph,
     segment_key,
 )
+from ._inputs import check_unique_obs_names
+from ._results import update_entry
 
 #: ``obs_min`` / ``obs_max`` pick the root near the cells in this extreme quantile.
 EXTREME_QUANTILE = 0.05
@@ -118,7 +120,7 @@ def root(
                 chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
             _warn_inner_roots(graph, chosen, reason=f"the cells of {how}={value!r} reach no tip")
     # a single root stays a plain int, as before; several are stored as an int array (h5ad-safe)
-    adata.uns[key]["root"] = int(chosen[0]) if chosen.size == 1 else chosen.astype(np.int64)
+    update_entry(adata, key, root=int(chosen[0]) if chosen.size == 1 else chosen.astype(np.int64))
     logg.info(f"root of {key!r} set to node(s) {chosen.tolist()} (from {how}={value!r})")
 
 
@@ -220,11 +222,14 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
 
     adata.obs[pseudotime_key(key)] = times
     adata.obs[segment_key(key)] = pd.Categorical.from_codes(segment_ids, categories=names)
-    entry = adata.uns[key]
-    entry["branch_points"] = shape.branch_points.astype(np.int64)
-    entry["leaves"] = shape.leaves.astype(np.int64)
-    entry["segments"] = {name: path.astype(np.int64) for name, path in zip(names, shape.segments)}
-    entry["min_branch_nodes"] = min_branch_nodes
+    update_entry(
+        adata,
+        key,
+        branch_points=shape.branch_points.astype(np.int64),
+        leaves=shape.leaves.astype(np.int64),
+        segments={name: path.astype(np.int64) for name, path in zip(names, shape.segments)},
+        min_branch_nodes=min_branch_nodes,
+    )
     logg.info(
         f"    finished ({shape.branch_points.size} branch points, {len(names)} segments)",
         time=start,
@@ -267,6 +272,7 @@ def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
     nearest node) and, when :func:`pseudotime` has run, ``pseudotime``.
     """
     graph = read_graph(adata, key)
+    check_unique_obs_names(adata, why="the cells of a path, indexed by name, could not be told apart")
     first = _path_end(adata, graph, start, "start")
     last = _path_end(adata, graph, end, "end")
     nodes_on_path = core.node_path(graph.adjacency, graph.nodes, first, last)
@@ -288,6 +294,7 @@ def _select_cells(adata: AnnData, how: str, value) -> np.ndarray:
             if not 0 <= value < adata.n_obs:
                 raise ValueError(f"cell position {value} is outside [0, {adata.n_obs - 1}].")
             return np.array([int(value)])
+        check_unique_obs_names(adata, why=f"cell={value!r} could name several cells")
         if value not in adata.obs_names:
             raise KeyError(f"cell {value!r} is not in adata.obs_names.")
         return np.flatnonzero(adata.obs_names == value)

@@ -141,8 +141,6 @@ def trends(
     if path is not None:
         if not (isinstance(path, tuple | list) and len(path) == 2):
             raise ValueError(f"path must be (start, end), each a node index or (obs_key, value); got {path!r}.")
-        if not adata.obs_names.is_unique:
-            raise ValueError("adata.obs_names are not unique; run adata.obs_names_make_unique() first.")
         first, last = (_path_end(adata, graph, end, which) for end, which in zip(path, ("start", "end")))
         if first == last:
             raise ValueError(f"The path starts and ends at node {first}; give two different ends.")
