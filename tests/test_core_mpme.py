@@ -8,7 +8,7 @@ import scskeleton as sks
 from scskeleton._core.embed import kernel_pca
 from scskeleton._core.graphs import knn_edges
 from scskeleton._core.cellgraphs.logdet import all_pairs, regularized_laplacian
-from scskeleton._core.cellgraphs.mpme import default_phi_scale, mpme, mpme_objective, pair_distances
+from scskeleton._core.cellgraphs.mpme import duplicate_weight_bound, default_phi_scale, mpme, mpme_objective, pair_distances
 
 
 def _distorted_s(n=100):
@@ -145,11 +145,28 @@ def test_bad_input_is_reported():
     with pytest.raises(ValueError, match="NaN"):
         mpme(bad)
     duplicated = np.vstack([points, points[:1]])
-    with pytest.raises(ValueError, match="coincide"):
-        mpme(duplicated)
     assert mpme(duplicated, C=5.0).weights.max() <= 20.0 + 1e-12
+    with pytest.raises(ValueError, match="coincide"):
+        mpme(np.zeros((5, 2)), C=np.inf, phi_scale=1.0)
     with pytest.raises(ValueError, match="5,000"):
         mpme(np.zeros((5001, 2)))
+
+
+def test_coinciding_cells_are_capped_at_c_infinity():
+    """With C = ∞ a pair at φ = 0 would take an infinite weight; it is capped at 10·d/φ_min,
+    every other pair stays unbounded, and the solution is that of the distinct cells with the
+    twin tied to its original (both embedded at the same place)."""
+    points = _distorted_s(40)
+    twins = np.vstack([points, points[:1]])
+    result = mpme(twins, C=np.inf, phi_scale=1.0)
+    assert result.converged
+    twin = np.flatnonzero((result.edges == [0, 40]).all(1))
+    cap = duplicate_weight_bound(result.phi, 2)
+    assert cap == pytest.approx(20.0 / result.phi[result.phi > 0].min())
+    assert result.weights[twin] == pytest.approx(cap)
+    others = np.delete(result.weights, twin)
+    assert others.max() < cap
+    np.testing.assert_allclose(result.embedding[0], result.embedding[40], atol=0.05 * np.abs(result.embedding).max())
 
 
 def test_no_learned_edge_still_gives_an_embedding():

@@ -18,8 +18,8 @@ def mpme(
     use_rep: str = "X_pca",
     n_pcs: int | None = None,
     n_components: int = 2,
-    lam: float = 1.0,
-    C: float = np.inf,
+    lam: float = 0.3,
+    C: float = 10.0,
     n_neighbors: int | None = None,
     sigma: float | None = None,
     phi_scale: float | None = None,
@@ -61,7 +61,7 @@ def mpme(
 
     Tuning. ``lam`` sets the smoothing: smaller values join more of the data
     into one smooth structure, larger values cut it into pieces. On the
-    generated data (defaults, C = ∞): the distorted S becomes a smooth bell
+    generated data (C = ∞): the distorted S becomes a smooth bell
     for λ = 0.3–10, the circle stays a closed loop up to λ ≈ 3, the two
     moons split into two components from λ ≈ 3, and branching data
     (``sks.datasets.branching`` + ``sc.pp.pca``) keeps its branches up to
@@ -81,10 +81,22 @@ def mpme(
         d, dimension of the embedding; φ enters (13) as φ/d. Default 2.
     lam
         λ > 0, precision of the prior N(0, λ⁻¹I) (eq. 8), in units of
-        1/phi_scale. Default 1.
+        1/phi_scale. Default 0.3: the posterior correlates cells over
+        √(d/λ) ≈ 2.6 times the root-mean-square distance between cells, so
+        the whole data set is one embedding (at C = 10; the circle and the
+        two moons keep their shape for λ = 0.1–3).
     C
-        C > 0 or ``np.inf``: every weight is bounded by 4C (eq. 13). Default
-        ``np.inf``.
+        C > 0 or ``np.inf``: every weight is bounded by 4C (eq. 13), in
+        units of 1/φ. Default 10: no pair is tied more firmly than a pair at
+        φ = d/(4C) (5 % of the mean squared distance between cells for
+        d = 2), so the ties among closer cells, which differ by noise, are
+        shared among them rather than given to a single edge. This keeps
+        local class structure (iris 1-NN leave-one-out 0.9467 at λ = 0.3
+        against 0.90 with C = ∞; the method note has the grid) while the circle, the moons and branching data keep
+        their shape. ``np.inf`` is the paper's setting for skeletons
+        (sparsest W, Fig. 2); at C = ∞ coinciding cells (φ = 0), which would
+        take an infinite weight, are capped at 10·d/φ_min (φ_min the
+        smallest positive φ) and logged.
     n_neighbors
         Candidate pairs. ``None``: every pair up to 500 cells, the symmetrised
         30-nearest-neighbour graph above (O(N·k) variables; on the generated
@@ -162,6 +174,10 @@ def mpme(
     if not result.converged:
         logg.warning(f"MPME stopped after {result.n_iter} L-BFGS-B iterations ({result.message}); "
                      "consider a larger maxiter.")
+    n_coinciding = int(np.count_nonzero(result.phi == 0))
+    if n_coinciding and not np.isfinite(C):
+        logg.info(f"    {n_coinciding} pairs of coinciding cells (φ = 0): with C = inf their weight is capped "
+                  "at 10·d/φ_min instead of growing without limit")
     if result.n_nonzero == 0:
         logg.warning(f"MPME learned no edge (every pair has φ/d above the posterior's reach at lam={lam}); "
                      "the embedding carries no structure. Lower lam.")

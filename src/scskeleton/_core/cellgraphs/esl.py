@@ -165,7 +165,7 @@ def esl(
     *,
     n_components: int = 2,
     perplexity: float = 30.0,
-    lam: float = 0.7,
+    lam: float = 0.9,
     C: float = 1.0,
     n_neighbors: int | None = None,
     maxiter: int = 1000,

@@ -126,6 +126,20 @@ def default_phi_scale(data: np.ndarray) -> float:
     return float(2.0 * n_points / (n_points - 1) * data.var(axis=0).sum())
 
 
+def duplicate_weight_bound(phi: np.ndarray, n_components: int) -> float:
+    """Bound on the weight of a pair of coinciding cells (φ = 0) when C = ∞.
+
+    With C = ∞, (13) rewards such a weight without limit (log det grows like
+    log w_ij and nothing costs), so the problem has no maximum; in the limit
+    the two cells merge. Capping their weight at 10·d/φ_min, with φ_min the
+    smallest positive φ, ties them as firmly as distinct cells 1/√10 of the
+    closest distinct distance apart (active pairs satisfy
+    Tr(Q⁻¹A_ij) = φ_ij/d, i.e. w_ij of the order of d/φ_ij), and leaves
+    every other pair with C = ∞, as asked for.
+    """
+    return float(10.0 * n_components / phi[phi > 0].min())
+
+
 def pair_distances(data: np.ndarray, edges: np.ndarray, sigma: float | None) -> np.ndarray:
     """φ_ij on ``edges``: ‖y_i - y_j‖², or the Gaussian-kernel distance
     K_ii + K_jj - 2K_ij = 2 - 2·exp(-‖y_i - y_j‖² / sigma) when ``sigma`` is given (§3.2)."""
@@ -148,8 +162,8 @@ def mpme(
     data,
     *,
     n_components: int = 2,
-    lam: float = 1.0,
-    C: float = np.inf,
+    lam: float = 0.3,
+    C: float = 10.0,
     n_neighbors: int | None = None,
     sigma: float | None = None,
     phi_scale: float | None = None,
@@ -224,15 +238,15 @@ def mpme(
     phi = pair_distances(data, edges, sigma) / phi_scale
     keep = phi < 2.0 * n_components / lam  # screening: other pairs have w = 0 at the optimum
     edges, phi = edges[keep], phi[keep]
-    if not np.isfinite(C) and np.any(phi == 0):
-        first = edges[np.flatnonzero(phi == 0)[0]]
-        raise ValueError(
-            f"Cells {first[0]} and {first[1]} coincide (φ = 0): with C = inf problem (13) is unbounded "
-            "(their weight grows without limit). Pass a finite C or remove duplicate cells."
-        )
+    bound = np.full(phi.shape, 4.0 * C)
+    coincide = phi == 0
+    if not np.isfinite(C) and np.any(coincide):
+        if np.all(coincide):
+            raise ValueError("All cells coincide (φ = 0 on every pair): MPME needs distinct cells.")
+        bound[coincide] = duplicate_weight_bound(phi, n_components)
 
     with np.errstate(divide="ignore"):
-        unit = np.minimum(n_components / phi, 4.0 * C)
+        unit = np.minimum(n_components / phi, bound)
 
     def value_and_gradient(scaled: np.ndarray) -> tuple[float, np.ndarray]:
         value, gradient, _ = mpme_objective(edges, unit * scaled, phi, n_points, lam=lam, n_components=n_components)
@@ -244,9 +258,9 @@ def mpme(
                                     converged=True, message="every pair screened out (phi >= 2d/lam): W = 0")
     else:
         report = None if callback is None else (lambda iteration, value: callback(iteration, -value))
-        solution = minimize_box(value_and_gradient, np.zeros(edges.shape[0]), upper=4.0 * C / unit,
+        solution = minimize_box(value_and_gradient, np.zeros(edges.shape[0]), upper=bound / unit,
                                 maxiter=maxiter, tol=tol, callback=report)
-        weights = np.minimum(unit * solution.weights, 4.0 * C)
+        weights = np.minimum(unit * solution.weights, bound)
     embedding, eigenvalues = _decode(edges, weights, n_points, lam=lam, n_components=n_components, decoder=decoder)
     learned = weights > 0
     return MPMEResult(

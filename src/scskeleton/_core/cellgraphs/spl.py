@@ -50,12 +50,8 @@ from scipy import sparse
 
 from ..embed import kernel_pca, principal_directions
 from ..graphs import from_edges, knn_edges
-from .logdet import LaplacianLogDet, check_dense_size, edge_squared_distances, laplacian_logdet
+from .logdet import LaplacianLogDet, check_dense_size, edge_squared_distances, laplacian_logdet, minimize_box
 from ..validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
-
-#: Default divisor of φ, in multiples of the median squared length of the candidate edges.
-PHI_SCALE_FACTOR = 30.0
-
 
 @dataclass(frozen=True)
 class SPLEvaluation:
@@ -125,13 +121,11 @@ class SPLResult:
     weights
         s_e on ``edges``.
     objective
-        f(S_t) of every iterate S_1 = 0, S_2, … (not monotone).
+        f(S) after every L-BFGS-B iteration (non-decreasing).
     n_iter
-        Number of iterates evaluated.
+        Number of iterations.
     converged
         Whether the stopping rule was met before ``maxiter``.
-    best_iteration
-        0-based index into ``objective`` of the returned S (the best iterate).
     phi_scale
         The divisor of the squared distances.
     mean
@@ -146,7 +140,6 @@ class SPLResult:
     objective: np.ndarray
     n_iter: int
     converged: bool
-    best_iteration: int
     phi_scale: float
     mean: np.ndarray
 
@@ -156,19 +149,20 @@ class SPLResult:
         return int(self.similarity.nnz)
 
 
-def default_phi_scale(squared_lengths: np.ndarray) -> float:
-    """:data:`PHI_SCALE_FACTOR` × the median squared length of the candidate edges.
+def default_phi_scale(data: np.ndarray, n_components: int) -> float:
+    """The total variance of the centred cells over 2d.
 
-    Algorithm 1 takes steps of 1/t from S = 0; the first one sets every weight
-    to about 4d/(γ + 1) - 2φ_e. With φ of the order of 1/30 on a typical
-    neighbour, that step stays below the optimum weights and f rises from the
-    start on the generated curves, loops and trees (with φ ~ 1 it overshoots,
-    f falls below f(0) and α_t = 1/t is too small to come back within
-    hundreds of iterations). The smoothing length of the model, √(d ·
-    phi_scale), is then a few neighbour distances, whatever the units or the
-    density of the data.
+    The prior of (16) gives every latent coordinate a variance of at most
+    1/(γ + 1) ≈ 1, and φ is compared with the model's expected squared
+    distances E‖x_i - x_j‖² in (15). Dividing φ by tv/(2d) turns the data's
+    variance per latent coordinate, tv/d, into 2: twice what the prior alone
+    spreads, so the constraints of (15) pull neighbours together against a
+    latent space wide enough to hold the data. The fit is then unchanged
+    when Y is rescaled. On iris (tv = 4.57, d = 2) this is close to the
+    paper's raw units; across iris, wine, breast cancer and digits it gives
+    1-NN accuracies within 0.01 of the best of tv/16…tv (method note).
     """
-    return float(PHI_SCALE_FACTOR * np.median(squared_lengths))
+    return float(np.sum(data.var(axis=0)) / (2.0 * n_components))
 
 
 def spl(
@@ -179,18 +173,26 @@ def spl(
     gamma: float = 1e-3,
     C: float = 1e3,
     phi_scale: float | None = None,
-    maxiter: int = 100,
-    tol: float = 1e-4,
+    maxiter: int = 500,
+    tol: float = 1e-10,
     callback: Callable[[int, float], None] | None = None,
 ) -> SPLResult:
-    """Fit SPL (Algorithm 1) to ``data`` (N × D) on its symmetrised kNN graph.
+    """Fit SPL to ``data`` (N × D) on its symmetrised kNN graph: maximise f(S) of (17).
 
-    Projected subgradient ascent on the edge weights from S = 0:
-    s ← max(0, s + α_t ∂f(s)) with α_t = 1/t, W* recomputed at every
-    iterate. f is not monotone along the iterates; every f(S_t) is recorded
-    and the iterate with the largest f is returned (with its W* and
-    embedding). Stopping rule: |f(S_t) - f(S_{t-1})| ≤ tol · max(1, |f(S_{t-1})|)
-    (steps of 1/t shrink, so f settles), or ``maxiter`` iterates.
+    f is concave in the edge weights (log det Q is concave, -max_W h is the
+    negative of a maximum of convex functions, -‖S‖²/(4C) is concave), so its
+    maximum over s ≥ 0 is global, and unique for finite C. Algorithm 1
+    climbs it by projected subgradient steps of α_t = 1/t from S = 0. Those
+    steps are unit-less while f's curvature along s_e scales with φ_e⁻²: on
+    iris the first step overshoots so far that f(S_t) stays below f(0) for
+    hundreds of iterations and the fit returns S = 0, i.e. PCA. Here the same
+    problem is solved by L-BFGS-B (:func:`.logdet.minimize_box`) on
+    u_e = s_e / c_e, where c_e = (8φ_e²/d + 1/C)^(-1/2) gives every
+    direction about unit curvature at the optimum (there
+    (d/2)Tr(Q⁻¹A_e) = 2φ_e for every positive s_e, so -∂²f/∂s_e² ≈
+    (d/2)(4φ_e/d)² + 1/C). The gradient is the subgradient (20) of the paper,
+    exact wherever W* is unique. Weights at their bound s_e = 0 are the
+    sparsity the paper learns.
 
     Parameters
     ----------
@@ -209,12 +211,13 @@ def spl(
         C allows less violation of the distances.
     phi_scale
         φ_ij = ‖y_i - y_j‖² / phi_scale, i.e. (17) is fitted to
-        Y / √phi_scale. ``None``: :func:`default_phi_scale`. Pass 1 for the
-        paper's raw distances.
+        Y / √phi_scale. ``None``: :func:`default_phi_scale` (total
+        variance over 2d). Pass 1 for the paper's raw distances.
     maxiter, tol
-        Stopping rule (see above).
+        L-BFGS-B stops after ``maxiter`` iterations or when f changes by less
+        than ``tol`` (relative) in one iteration.
     callback
-        Called as ``callback(iteration, f)`` after every iterate.
+        Called as ``callback(iteration, f)`` after every iteration.
     """
     data = as_float_matrix(data, "data")
     n_points, n_features = data.shape
@@ -235,47 +238,45 @@ def spl(
 
     mean = data.mean(axis=0)
     centred = data - mean
-    edges = knn_edges(centred, n_neighbors)
-    squared = edge_squared_distances(centred, edges)
     if phi_scale is None:
-        phi_scale = default_phi_scale(squared)
+        phi_scale = default_phi_scale(centred, n_components)
     if phi_scale <= 0:
-        raise ValueError("Most neighbouring cells coincide (median distance 0); pass phi_scale explicitly.")
+        raise ValueError("All cells are identical (zero spread): SPL needs distinct cells.")
+    edges = knn_edges(centred, n_neighbors)
     # (17) is fitted to Y/√phi_scale, distances and likelihood alike
     scaled = centred / np.sqrt(phi_scale)
-    phi = squared / phi_scale
+    phi = edge_squared_distances(centred, edges) / phi_scale
+    if not np.isfinite(C) and np.any(phi == 0):
+        first = edges[np.flatnonzero(phi == 0)[0]]
+        raise ValueError(
+            f"Cells {first[0]} and {first[1]} coincide (φ = 0): with C = inf problem (17) is unbounded "
+            "(their weight grows without limit). Pass a finite C or remove duplicate cells."
+        )
+    unit = 1.0 / np.sqrt(8.0 * phi**2 / n_components + 1.0 / C)
 
-    weights = np.zeros(edges.shape[0])
-    trace: list[float] = []
-    best, best_weights, best_iteration = None, weights, 0
-    converged = False
-    for iteration in range(1, maxiter + 1):
-        evaluation = spl_objective(scaled, edges, weights, phi, gamma=gamma, C=C, n_components=n_components)
-        trace.append(evaluation.value)
-        if callback is not None:
-            callback(iteration, evaluation.value)
-        if best is None or evaluation.value > best.value:
-            best, best_weights, best_iteration = evaluation, weights, iteration - 1
-        if iteration > 1 and abs(trace[-1] - trace[-2]) <= tol * max(1.0, abs(trace[-2])):
-            converged = True
-            break
-        weights = np.maximum(weights + evaluation.gradient / iteration, 0.0)
+    def value_and_gradient(units: np.ndarray) -> tuple[float, np.ndarray]:
+        evaluation = spl_objective(scaled, edges, unit * units, phi, gamma=gamma, C=C, n_components=n_components)
+        return -evaluation.value, -evaluation.gradient * unit
 
+    report = None if callback is None else (lambda iteration, value: callback(iteration, -value))
+    solution = minimize_box(value_and_gradient, np.zeros(edges.shape[0]), upper=np.inf, maxiter=maxiter,
+                            tol=tol, callback=report)
+    weights = unit * solution.weights
+    best = spl_objective(scaled, edges, weights, phi, gamma=gamma, C=C, n_components=n_components)
     if gamma > 0:  # back in the units of Y: (γ/4)Q⁻¹YW, eq. (22)
         embedding = gamma / 4.0 * np.sqrt(phi_scale) * best.latent
     else:
         embedding = kernel_pca(best.logdet.inverse / 4.0, n_components).coordinates
-    learned = best_weights > 0
+    learned = weights > 0
     return SPLResult(
         embedding=embedding,
         projection=best.projection,
-        similarity=from_edges(edges[learned], best_weights[learned], n_points),
+        similarity=from_edges(edges[learned], weights[learned], n_points),
         edges=edges,
-        weights=best_weights,
-        objective=np.asarray(trace),
-        n_iter=len(trace),
-        converged=converged,
-        best_iteration=best_iteration,
+        weights=weights,
+        objective=-solution.objective,
+        n_iter=solution.n_iter,
+        converged=solution.converged,
         phi_scale=float(phi_scale),
         mean=mean,
     )
