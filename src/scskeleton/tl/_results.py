@@ -136,6 +136,7 @@ def write_graph(
     projection: np.ndarray | None = None,
     gap_edges: np.ndarray | None = None,
     n_pruned: int | None = None,
+    lp_adjacency: sparse.spmatrix | None = None,
     **fields,
 ) -> list[str]:
     """Store a fitted node graph under ``key`` in the shared schema.
@@ -144,8 +145,9 @@ def write_graph(
     coordinates in the nodes' space), ``adjacency`` (K × K CSR), for
     learners with one the ``projection`` W, and for trees ``gap_edges``
     (E × 2 edges that cross a gap in the data, with a warning when there are
-    any) and ``n_pruned`` (terminal branches the pruning removed); everything
-    else is as in :func:`write_result`.
+    any) and ``n_pruned`` (terminal branches the pruning removed), for the ℓ1
+    graph ``lp_adjacency`` (W of the linear program, of which ``adjacency`` is
+    the skeleton); everything else is as in :func:`write_result`.
     """
     graph = {
         "nodes": np.asarray(nodes, dtype=float),
@@ -154,6 +156,8 @@ def write_graph(
     }
     if n_pruned is not None:
         graph["n_pruned"] = int(n_pruned)
+    if lp_adjacency is not None:
+        graph["lp_adjacency"] = sparse.csr_matrix(lp_adjacency, dtype=float)
     if gap_edges is not None:
         graph["gap_edges"] = np.asarray(gap_edges, dtype=np.int64).reshape(-1, 2)
         if len(graph["gap_edges"]):

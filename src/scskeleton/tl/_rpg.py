@@ -152,7 +152,7 @@ def rpg_l1(
     lam: float = 1.0,
     n_neighbors: int = 10,
     maxiter: int = 50,
-    tol: float = 1e-5,
+    tol: float = 1e-4,
     key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
@@ -165,18 +165,26 @@ def rpg_l1(
     z_k ≈ Σ_k' w_k'k z_k', at a cost ``lam`` · ||ξ_k||₁. W is the solution of
     the linear program (19)/(23) — (24) with landmarks — restricted to the
     symmetrised ``n_neighbors`` nearest neighbours of each landmark (side
-    information, §5.1), solved by HiGHS on a sparse constraint matrix with
-    O(K·n_neighbors + K·D) variables. P by eq. (18) and C by eq. (22) as in
+    information, §5.1), solved by HiGHS' dual simplex method, warm-started
+    from the previous iteration's basis. P by eq. (18) and C by eq. (22) as in
     :func:`rpg`; the objective never increases (Theorem 1).
+
+    The optimum of (19) is a band of short edges (each landmark rebuilt from
+    about D neighbours), which the paper's figures draw as a curve; the
+    ``adjacency`` written is its skeleton — the curves, loops and components
+    that band draws (cells must join an edge's two ends; a spanning forest of
+    the LP's edges; LP edges that close a cycle of 8 or more edges, i.e. a
+    ring; components under 1 % of the cells joined to the nearest one). W
+    itself is written as ``lp_adjacency``. See ``docs/methods/rpg.md``.
     {tuning}
     Parameters
     ----------
-    adata, use_rep, n_pcs, sigma, gamma, maxiter, tol, random_state, copy
+    adata, use_rep, n_pcs, sigma, gamma, random_state, copy
         As in :func:`rpg`.
     n_nodes
-        K. ``None``: the paper's K = N (Algorithm 1) up to 1,000 cells, else
-        1,000 k-means landmarks (Algorithm 2). The ℓ1 graph needs landmarks
-        finer than the gaps between separate components to keep them apart.
+        K. ``None``: as in :func:`rpg`, a node per ten cells, 50 (or N) to about
+        150 k-means landmarks (Algorithm 2). ``n_nodes=adata.n_obs`` runs the
+        paper's Algorithm 1 (a node per cell).
     lam
         Weight of the ℓ1 reconstruction error; larger values keep more edges.
         In units of ``use_rep`` (the graph length is in squared units).
@@ -187,10 +195,15 @@ def rpg_l1(
     key_added
         Key of the results; default ``"rpg_l1"``.
 
+    maxiter, tol
+        As in :func:`rpg` (default 50 and 1e-4).
+
     Returns
     -------
     ``None``, or the copy. Sets the fields listed in :func:`rpg`, with
-    ``method`` = ``"rpg_l1"`` and ``adjacency`` holding the ℓ1 graph's weights.
+    ``method`` = ``"rpg_l1"``, ``adjacency`` holding the skeleton of the ℓ1
+    graph (each edge with its weight in W) and ``lp_adjacency`` the solution W
+    of (19) at the last iteration.
     ``tl.pseudotime`` measures pseudotime within the root's connected
     component; cells of other components get NaN (with a warning).
     """
@@ -209,7 +222,7 @@ def rpg_l1(
         tol=tol,
         prune=False,
         min_branch_extension=0.0,
-        min_branch_fraction=0.0,
+        min_branch_fraction=MIN_MASS,
         key_added=key_added,
         random_state=random_state,
         copy=copy,
@@ -281,6 +294,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         converged=result.converged,
         assignment=result.assignment,
         gap_edges=result.gap_edges if graph == "tree" else None,
+        lp_adjacency=result.lp_adjacency,
         **({"n_pruned": result.n_pruned} if graph == "tree" else {}),
     )
     run.finished(

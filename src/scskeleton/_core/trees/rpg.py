@@ -15,7 +15,8 @@ k-means centroids of X when K < N (Algorithm 2, eq. 24). One iteration solves
 each block exactly — P by eq. (18), W as a minimum spanning tree (eq. 20) or by the linear
 program (19)/(23) restricted to candidate edges from the landmarks' nearest
 neighbours (side information, §5.1), C by eq. (22) — so the objective never
-increases (Theorem 1).
+increases (Theorem 1). The ℓ1 graph returned is the skeleton of the last W
+(:mod:`~scskeleton._core.trees.skeleton`); W itself is ``lp_adjacency``.
 """
 
 from __future__ import annotations
@@ -24,20 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import linalg, optimize, sparse
+from scipy import linalg, sparse
 from scipy.sparse import csgraph
 
 from .assign import kmeans, soft_assignment, squared_distances
 from .ddrtree import default_n_centers
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
+from .skeleton import l1_skeleton
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from ..validation import as_float_matrix, check_integer, check_positive
 
 GRAPHS = ("tree", "l1")
-#: Most landmarks of the ℓ1 graph's default.
-L1_LANDMARKS = 1000
-
 
 @dataclass(frozen=True)
 class RPGResult:
@@ -50,7 +49,9 @@ class RPGResult:
     landmarks
         z, K × D: the points (K = N) or their k-means centroids (K < N).
     adjacency
-        W, K × K symmetric CSR: binary spanning tree, or ℓ1 graph weights.
+        K × K symmetric CSR: the binary spanning tree, or the skeleton of the ℓ1
+        graph (:func:`~scskeleton._core.trees.skeleton.l1_skeleton`: its curves,
+        loops and components, each edge with its weight in W).
     assignment
         P, N × K soft assignment (eq. 18), dense or CSR; rows sum to one.
     objective
@@ -66,6 +67,9 @@ class RPGResult:
     gap_edges
         Edges that cross a gap in the data (E × 2,
         :func:`~scskeleton._core.trees.gaps.bridging_edges`); tree only.
+    lp_adjacency
+        ℓ1 graph only: W, the solution of the linear program (19) at the last
+        iteration (the graph the objective is evaluated on).
     """
 
     centers: np.ndarray
@@ -79,6 +83,7 @@ class RPGResult:
     candidate_edges: np.ndarray
     n_pruned: int = 0
     gap_edges: np.ndarray = field(default_factory=lambda: np.empty((0, 2), dtype=np.intp))
+    lp_adjacency: sparse.csr_matrix | None = None
 
 
 def default_n_nodes(n_points: int) -> int:
@@ -90,14 +95,15 @@ def default_n_nodes(n_points: int) -> int:
 
 
 def default_l1_nodes(n_points: int) -> int:
-    """K used by the ℓ1 graph when none is given: the paper's K = N (Algorithm 1)
-    up to :data:`L1_LANDMARKS` points, else that many k-means landmarks (Algorithm 2).
+    """K used by the ℓ1 graph when none is given: the principal tree's
+    :func:`default_n_nodes` (a node per ten points, 50 to about 150 k-means landmarks).
 
-    The ℓ1 graph reconstructs each landmark from its neighbours; with coarse
-    landmarks the gaps between separate components fall below a landmark
-    spacing and the graph joins them.
+    With a node per point (Algorithm 1) the nodes sit on the noise: the program
+    (19) rebuilds each from neighbours across the band, and the skeleton of that
+    band has hairs and small loops; landmarks a few noise widths apart draw the
+    curve itself.
     """
-    return min(n_points, L1_LANDMARKS)
+    return default_n_nodes(n_points)
 
 
 def default_sigma(nodes: np.ndarray) -> float:
@@ -161,14 +167,17 @@ def rpg(
         Candidate edges of the ℓ1 program: each landmark's ``n_neighbors``
         nearest landmarks, symmetrised (side information, §5.1).
     maxiter, tol
-        Stop after ``maxiter`` iterations or when the relative change of the
-        objective falls below ``tol`` (the paper uses 1e-5).
+        Stop after ``maxiter`` iterations or when the change of the objective
+        falls below ``tol`` times the sum of its terms' sizes (the paper divides
+        by |objective| and uses 1e-5; the objective can cross zero).
     random_state
         Seed of the k-means landmarks (the only random step).
     prune, min_branch_extension, min_branch_fraction
-        Tree only: after the fit, remove terminal branches that do not stand
+        Tree: after the fit, remove terminal branches that do not stand
         out of the noise (:func:`~scskeleton._core.trees.pruning.prune_tree`); P is
-        then recomputed by eq. (18) for the nodes that remain.
+        then recomputed by eq. (18) for the nodes that remain. ℓ1 graph:
+        components of the skeleton holding less than ``min_branch_fraction`` of
+        the cells are joined to the nearest other component.
     callback
         Called as ``callback(iteration, objective)`` after each iteration.
     """
@@ -218,19 +227,27 @@ def rpg(
         quantization = (
             data_norm2 - 2.0 * float(np.sum(centers * resp_data)) + float(mass @ np.sum(centers**2, axis=1))
         )
-        value = (
-            2.0 * float(np.sum(centers * (graph_laplacian @ centers)))
-            + lam * reconstruction
-            + gamma * (quantization + sigma * assignment.neg_entropy)
-        )
+        length = 2.0 * float(np.sum(centers * (graph_laplacian @ centers)))
+        entropy = gamma * sigma * assignment.neg_entropy
+        value = length + lam * reconstruction + gamma * quantization + entropy
+        # The paper's rule divides the change by |objective|, but the entropy term is negative and
+        # the objective can pass through zero (two moons, Table 1), which stalls that rule for
+        # 100+ iterations; the sum of the terms' sizes is the same scale and never vanishes.
+        size = length + lam * reconstruction + gamma * quantization + abs(entropy)
         objective.append(value)
         if callback is not None:
             callback(iteration, value)
-        if iteration > 1 and abs(objective[-2] - value) <= tol * max(abs(objective[-2]), np.finfo(float).tiny):
+        if iteration > 1 and abs(objective[-2] - value) <= tol * max(size, np.finfo(float).tiny):
             converged = True
             break
 
     n_pruned = 0
+    lp_adjacency = None
+    if program is not None:
+        # the loop's W is the optimum of (19), a band of short edges; report the curves, loops
+        # and components that band draws (skeleton.py), and keep W itself alongside
+        lp_adjacency = adjacency
+        adjacency = l1_skeleton(centers, adjacency, program.edges, assignment.matrix, min_mass=min_branch_fraction)
     if prune and program is None:
         # the tree of the final centers (the loop's W belongs to the centers before the last update)
         adjacency = minimum_spanning_tree(centers)
@@ -251,6 +268,7 @@ def rpg(
         candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
         n_pruned=n_pruned,
         gap_edges=bridging_edges(data, centers, adjacency) if program is None else np.empty((0, 2), dtype=np.intp),
+        lp_adjacency=lp_adjacency,
     )
 
 
@@ -285,10 +303,12 @@ class _L1Program:
 
     It is solved through its dual, max zᵀy s.t. Aᵀy ≤ 2φ, -lam ≤ y ≤ lam
     (A the K·D × E matrix of the equality constraints): K·D box-bounded
-    variables and only E inequality rows, which HiGHS' interior-point method
-    (with crossover to a basic solution) solves several times faster than the
-    primal. The optimal W is the dual's multipliers of the edge rows. Only the
-    right-hand side 2φ changes between iterations.
+    variables and only E inequality rows, so a simplex basis is E × E. The
+    optimal W is the dual's multipliers of the edge rows. Between iterations
+    only the right-hand side 2φ changes, so the previous optimal basis stays
+    dual feasible: HiGHS (``highspy``) keeps the model and re-solves from that
+    basis by the dual simplex method, a few hundred pivots where a solve from
+    scratch takes tens of thousands (measured in ``docs/methods/rpg.md``).
     """
 
     def __init__(self, landmarks: np.ndarray, n_neighbors: int, lam: float):
@@ -304,25 +324,63 @@ class _L1Program:
         rows = np.concatenate([np.repeat(np.arange(n_edges), dim)] * 2)
         vals = np.concatenate([landmarks[tails].ravel(), landmarks[heads].ravel()])
         self.edge_rows = sparse.csr_matrix((vals, (rows, cols)), shape=(n_edges, landmarks.size))  # Aᵀ
+        self._solver = None
 
     def solve(self, centers: np.ndarray) -> tuple[sparse.csr_matrix, float]:
         """Optimal W for the current centers, and ||Z - WZ||_1 at that W."""
         heads, tails = self.edges[:, 0], self.edges[:, 1]
-        phi = np.sum((centers[heads] - centers[tails]) ** 2, axis=1)
-        result = optimize.linprog(
-            -self.landmarks.ravel(),
-            A_ub=self.edge_rows,
-            b_ub=2.0 * phi,
-            bounds=(-self.lam, self.lam),
-            method="highs-ipm",
-        )
-        if result.status != 0:
-            raise ValueError(
-                f"The ℓ1-graph linear program (eq. 19) failed: {result.message} "
-                "Try another lam or n_neighbors, or the principal tree (tl.rpg)."
-            )
-        weights = np.maximum(-result.ineqlin.marginals, 0.0)
+        bound = 2.0 * np.sum((centers[heads] - centers[tails]) ** 2, axis=1)
+        if self._solver is None or not self._warm_solve(bound):
+            # first iteration, or the warm start ran into numerical trouble: from scratch
+            self._solver = self._build(bound)
+            if not _optimal(self._solver):
+                status = self._solver.modelStatusToString(self._solver.getModelStatus())
+                self._solver = None
+                raise ValueError(
+                    f"The ℓ1-graph linear program (eq. 19) failed: {status}. "
+                    "Try another lam or n_neighbors, or the principal tree (tl.rpg)."
+                )
+        duals = np.asarray(self._solver.getSolution().row_dual)
+        weights = np.maximum(-duals, 0.0)
         adjacency = from_edges(self.edges, weights, self.landmarks.shape[0])
         # The ℓ1 term at the returned W, computed from W itself rather than the solver's tolerances.
         reconstruction = float(np.abs(self.landmarks - adjacency @ self.landmarks).sum())
         return adjacency, reconstruction
+
+    def _build(self, bound: np.ndarray):
+        import highspy
+
+        solver = highspy.Highs()
+        solver.setOptionValue("output_flag", False)
+        solver.setOptionValue("solver", "simplex")
+        solver.setOptionValue("threads", 1)  # the same pivots on every machine: bit-identical W
+        program = highspy.HighsLp()
+        program.num_col_, program.num_row_ = self.landmarks.size, bound.size
+        program.col_cost_ = -self.landmarks.ravel()
+        program.col_lower_ = np.full(self.landmarks.size, -self.lam)
+        program.col_upper_ = np.full(self.landmarks.size, self.lam)
+        program.row_lower_ = np.full(bound.size, -highspy.kHighsInf)
+        program.row_upper_ = bound
+        matrix = program.a_matrix_
+        matrix.format_ = highspy.MatrixFormat.kRowwise
+        matrix.num_col_, matrix.num_row_ = self.landmarks.size, bound.size
+        matrix.start_, matrix.index_, matrix.value_ = self.edge_rows.indptr, self.edge_rows.indices, self.edge_rows.data
+        solver.passModel(program)
+        solver.run()
+        return solver
+
+    def _warm_solve(self, bound: np.ndarray) -> bool:
+        import highspy
+
+        n_rows = bound.size
+        self._solver.changeRowsBounds(
+            n_rows, np.arange(n_rows, dtype=np.int32), np.full(n_rows, -highspy.kHighsInf), bound
+        )
+        self._solver.run()
+        return _optimal(self._solver)
+
+
+def _optimal(solver) -> bool:
+    import highspy
+
+    return solver.getModelStatus() == highspy.HighsModelStatus.kOptimal

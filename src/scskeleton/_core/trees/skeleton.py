@@ -1,0 +1,192 @@
+"""The skeleton of a weighted ℓ1 graph: the curves, loops and components it draws.
+
+The linear program (19) of the regularized principal graph paper
+(``shared/papers/rpg_…``) reconstructs every landmark from its neighbours. A
+vertex solution keeps up to K·D positive weights, and on noisy data nearly all
+of them are used: each landmark is rebuilt exactly from about D neighbours on
+both sides of the curve, so the optimum is a band of short edges — a "thick
+curve" with about K·(D − 1) independent cycles in D = 2 — however λ is set
+(smaller λ first cuts the band into pieces, see ``docs/methods/rpg.md``). The
+paper's figures draw that band with the centers C, and it reads as a curve, a
+loop or separate pieces. This module extracts that drawn structure:
+
+1. an edge is kept only where cells join its two ends: Σ_i p_ia p_ib (the
+   soft assignment of eq. 18 shares cells between a and b) is at least
+   :data:`MIN_SHARED` of the smaller end's mass. Edges across empty space
+   carry no cells and separate the components;
+2. a spanning forest of the kept edges: the LP's own edges first, shortest
+   first (Kruskal), then other candidate edges where the LP left a component
+   in pieces that cells still join;
+3. loops: a supported LP edge whose ends are already joined by at least
+   :data:`MIN_LOOP` forest edges closes a cycle around a hole (a ring), not
+   across the band, and is added;
+4. components holding less than ``min_mass`` of the cells (a few stray
+   points between clusters) are joined to the nearest other component, as
+   the principal tree's pruning ignores branches below that mass.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
+
+from ..graphs import from_edges
+from .assign import squared_distances
+
+#: An edge is supported when its ends share at least this fraction of the smaller end's cells.
+MIN_SHARED = 1e-4
+#: An LP edge closes a loop when its ends are at least this many skeleton edges apart.
+MIN_LOOP = 8
+
+
+def l1_skeleton(
+    centers: np.ndarray,
+    weights: sparse.spmatrix,
+    candidates: np.ndarray,
+    assignment,
+    *,
+    min_mass: float,
+    chunk_rows: int = 2048,
+) -> sparse.csr_matrix:
+    """Curves, loops and components of the ℓ1 graph ``weights`` (module docstring).
+
+    Parameters
+    ----------
+    centers
+        C, K × D node positions.
+    weights
+        W, the K × K solution of the linear program (19).
+    candidates
+        E × 2 candidate edges of the program (i < j); the skeleton's edges are among them,
+        except the edges that join a tiny component to its nearest neighbour.
+    assignment
+        P, N × K soft assignment (dense or CSR), rows summing to one.
+    min_mass
+        Components holding less than this fraction of the cells are joined to the nearest
+        other component.
+
+    Returns
+    -------
+    K × K symmetric CSR adjacency; each edge keeps its LP weight, edges the LP did not
+    choose get the median LP weight (they stand for a stretch the LP cut into pieces).
+    """
+    n_nodes = centers.shape[0]
+    heads, tails = candidates[:, 0], candidates[:, 1]
+    mass, shared = _shared_mass(assignment, heads, tails, chunk_rows)
+    supported = shared >= MIN_SHARED * np.maximum(np.minimum(mass[heads], mass[tails]), np.finfo(float).tiny)
+    lp_weight = np.asarray(sparse.csr_matrix(weights)[heads, tails]).ravel()
+    chosen = (lp_weight > 0) & supported
+    length = np.sum((centers[heads] - centers[tails]) ** 2, axis=1)
+
+    forest = _UnionFind(n_nodes)
+    neighbours: list[list[int]] = [[] for _ in range(n_nodes)]
+    keep: list[int] = []
+
+    def add(edge: int) -> None:
+        keep.append(edge)
+        neighbours[heads[edge]].append(int(tails[edge]))
+        neighbours[tails[edge]].append(int(heads[edge]))
+
+    lp_order = np.flatnonzero(chosen)[np.argsort(length[chosen], kind="stable")]
+    repair = supported & ~chosen
+    repair_order = np.flatnonzero(repair)[np.argsort(length[repair], kind="stable")]
+    for edge in np.concatenate([lp_order, repair_order]):
+        if forest.union(heads[edge], tails[edge]):
+            add(edge)
+    in_forest = np.zeros(heads.size, dtype=bool)
+    in_forest[keep] = True
+    for edge in lp_order:
+        if in_forest[edge] or forest.find(heads[edge]) != forest.find(tails[edge]):
+            continue
+        if _hops_at_least(neighbours, heads[edge], tails[edge], MIN_LOOP):
+            add(edge)
+
+    keep_idx = np.asarray(keep, dtype=np.intp)
+    fill = float(np.median(lp_weight[chosen])) if chosen.any() else 1.0
+    edge_weight = np.where(lp_weight[keep_idx] > 0, lp_weight[keep_idx], fill)
+    edges = candidates[keep_idx]
+    extra = _join_small_components(centers, edges, mass, min_mass)
+    if extra.size:
+        edges = np.vstack([edges, extra])
+        edge_weight = np.concatenate([edge_weight, np.full(extra.shape[0], fill)])
+    return from_edges(edges, edge_weight, n_nodes)
+
+
+def _shared_mass(assignment, heads, tails, chunk_rows):
+    """Column masses of P and Σ_i p_ia p_ib for every candidate edge, one row block at a time."""
+    n_nodes = assignment.shape[1]
+    mass = np.zeros(n_nodes)
+    shared = np.zeros(heads.size)
+    for start in range(0, assignment.shape[0], chunk_rows):
+        block = assignment[start : start + chunk_rows]
+        block = block.toarray() if sparse.issparse(block) else np.asarray(block)
+        mass += block.sum(axis=0)
+        shared += np.einsum("ij,ij->j", block[:, heads], block[:, tails])
+    return mass, shared
+
+
+def _hops_at_least(neighbours, source, target, hops) -> bool:
+    """Whether ``target`` is at least ``hops`` edges from ``source`` (or unreachable)."""
+    depth = {int(source): 0}
+    queue = deque([int(source)])
+    while queue:
+        node = queue.popleft()
+        if depth[node] + 1 >= hops:
+            continue
+        for other in neighbours[node]:
+            if other == target:
+                return False
+            if other not in depth:
+                depth[other] = depth[node] + 1
+                queue.append(other)
+    return True
+
+
+def _join_small_components(centers, edges, mass, min_mass) -> np.ndarray:
+    """Edges joining each component under ``min_mass`` of the cells to the nearest other one."""
+    n_nodes = centers.shape[0]
+    graph = from_edges(edges, np.ones(edges.shape[0]), n_nodes) if edges.size else sparse.csr_matrix((n_nodes, n_nodes))
+    _, label = csgraph.connected_components(graph, directed=False)
+    total = mass.sum()
+    extra = []
+    while True:
+        component_mass = np.bincount(label, weights=mass)
+        present = np.flatnonzero(np.bincount(label) > 0)
+        if present.size < 2:
+            break
+        smallest = present[np.argmin(component_mass[present])]
+        if component_mass[smallest] >= min_mass * total:
+            break
+        inside, outside = np.flatnonzero(label == smallest), np.flatnonzero(label != smallest)
+        dist = squared_distances(centers[inside], centers[outside])  # a tiny component: few rows
+        i, j = np.unravel_index(np.argmin(dist), dist.shape)
+        a, b = inside[i], outside[j]
+        extra.append((min(a, b), max(a, b)))
+        label[label == smallest] = label[b]
+    return np.asarray(extra, dtype=np.intp).reshape(-1, 2)
+
+
+class _UnionFind:
+    """Disjoint sets of nodes (Kruskal's forest)."""
+
+    def __init__(self, size: int):
+        self.parent = np.arange(size)
+
+    def find(self, node: int) -> int:
+        root = node
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[node] != root:
+            self.parent[node], node = root, self.parent[node]
+        return int(root)
+
+    def union(self, a: int, b: int) -> bool:
+        """Join the sets of a and b; False when they were already one."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        self.parent[ra] = rb
+        return True

@@ -1,0 +1,103 @@
+"""The ℓ1 graph against the RPG paper's figures (Fig. 5) on its Table 1 test sets.
+
+Acceptance of issue 13: curves are curves (≤ 3 independent cycles, E − V +
+components), the circle is one loop through most of its nodes, two moons and
+three clusters come apart, and both learners converge within 30 iterations.
+Checked on the generated sets of ``sks.datasets`` with random state 0; the
+robustness over other random states is measured in ``docs/methods/rpg.md``.
+Cases not met yet are marked xfail (strict), so that fixing them shows.
+"""
+
+import networkx as nx
+import numpy as np
+import pytest
+import scanpy as sc
+from scipy.sparse import csgraph
+
+import scskeleton as sks
+
+sc.settings.verbosity = 0
+
+#: Table 1 of the paper: N, sigma, gamma, lambda, nn.
+TABLE1 = {
+    "distorted_s": (100, 0.01, 0.5, 1.0, 5),
+    "spiral": (200, 0.01, 0.5, 1.0, 10),
+    "circle": (100, 0.1, 0.5, 1.0, 10),
+    "moons": (200, 0.01, 3.0, 0.1, 5),
+    "toy_tree": (300, 0.01, 10.0, 1.0, 5),
+    "three_clusters": (300, 0.01, 0.5, 0.1, 5),
+}
+
+
+def _fit(name, params, method="rpg_l1"):
+    n_cells, sigma, gamma, lam, nn = TABLE1[name]
+    adata = getattr(sks.datasets, name)(n_cells, random_state=0)
+    if params == "table":
+        kwargs = dict(sigma=sigma, gamma=gamma)
+        if method == "rpg_l1":
+            kwargs.update(lam=lam, n_neighbors=nn)
+    else:
+        kwargs = {}
+    getattr(sks.tl, method)(adata, **kwargs)
+    return adata.uns[method]
+
+
+def _cycles(adjacency):
+    n_components = csgraph.connected_components(adjacency, directed=False)[0]
+    return adjacency.nnz // 2 - adjacency.shape[0] + n_components
+
+
+def _components(adjacency):
+    return csgraph.connected_components(adjacency, directed=False)[0]
+
+
+_DEFAULT_SPIRAL = pytest.param(
+    "spiral", "default",
+    marks=pytest.mark.xfail(strict=True, reason="default sigma: loops across the spiral's turns (docs/methods/rpg.md)"),
+)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("distorted_s", "table"), ("distorted_s", "default"), ("spiral", "table"), _DEFAULT_SPIRAL],
+)
+def test_curves_are_curves(name, params):
+    entry = _fit(name, params)
+    assert _cycles(entry["adjacency"]) <= 3
+    # the linear program's own W is the band the paper draws: many more cycles
+    assert _cycles(entry["lp_adjacency"]) > _cycles(entry["adjacency"])
+
+
+@pytest.mark.parametrize("params", ["table", "default"])
+def test_circle_is_one_loop(params):
+    entry = _fit("circle", params)
+    adjacency = entry["adjacency"]
+    basis = nx.cycle_basis(nx.from_scipy_sparse_array(adjacency))
+    longest = max((len(cycle) for cycle in basis), default=0)
+    assert longest >= 0.8 * adjacency.shape[0]
+    assert len(basis) - 1 <= 3
+
+
+@pytest.mark.parametrize("params", ["table", "default"])
+@pytest.mark.parametrize("name, n_components", [("moons", 2), ("three_clusters", 3)])
+def test_separate_parts_come_apart(name, n_components, params):
+    entry = _fit(name, params)
+    assert _components(entry["adjacency"]) == n_components
+
+
+_SLOW = {("toy_tree", "rpg"), ("toy_tree", "rpg_l1")}
+
+
+@pytest.mark.parametrize(
+    "name, method",
+    [
+        pytest.param(name, method, marks=pytest.mark.xfail(strict=True, reason="slow tail, see docs/methods/rpg.md"))
+        if (name, method) in _SLOW
+        else (name, method)
+        for name in TABLE1
+        for method in ("rpg", "rpg_l1")
+    ],
+)
+def test_converges_within_30_iterations_at_table1(name, method):
+    entry = _fit(name, "table", method)
+    assert entry["converged"] and entry["n_iter"] <= 30
