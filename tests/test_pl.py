@@ -136,8 +136,10 @@ def test_pseudotime_rows_and_determinism(adata):
     second = sks.pl.pseudotime(adata, KEY, color="true_pseudotime", show=False)
     offsets = [np.asarray(ax.collections[0].get_offsets()) for ax in (first, second)]
     np.testing.assert_array_equal(offsets[0], offsets[1])
-    categories = list(adata.obs[f"{KEY}_segment"].cat.categories)
-    assert [t.get_text() for t in first.get_yticklabels()] == categories
+    # one row per segment, labelled by its two milestones
+    labels = list(adata.uns[KEY]["milestones"]["segment_labels"])
+    assert len(labels) == len(adata.obs[f"{KEY}_segment"].cat.categories)
+    assert [t.get_text() for t in first.get_yticklabels()] == labels
 
 
 def test_missing_pseudotime_raises(adata):

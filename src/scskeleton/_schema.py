@@ -43,6 +43,21 @@ def segment_key(key: str) -> str:
     return f"{key}_segment"
 
 
+def milestone_key(key: str) -> str:
+    """``obs`` key of the milestone nearest each cell along the graph."""
+    return f"{key}_milestone"
+
+
+def fate_probabilities_key(key: str) -> str:
+    """``obsm`` key of the N × fates probabilities written by ``tl.fate_probabilities``."""
+    return f"{key}_fate_probabilities"
+
+
+def fate_entropy_key(key: str) -> str:
+    """``obs`` key of the entropy of each cell's fate probabilities."""
+    return f"{key}_fate_entropy"
+
+
 def weight_key(key: str) -> str:
     """``var`` key of the gene weights θ learned by ``tl.fsl``."""
     return f"{key}_weight"
@@ -58,9 +73,9 @@ def result_fields(key: str) -> dict[str, tuple[str, ...]]:
     by AnnData attribute: what a new fit under ``key`` removes first, whichever learner wrote them.
     A new field written under ``key`` belongs here."""
     return {
-        "obsm": (latent_key(key), assignment_key(key)),
+        "obsm": (latent_key(key), assignment_key(key), fate_probabilities_key(key)),
         "obsp": (connectivities_key(key),),
-        "obs": (component_key(key), pseudotime_key(key), segment_key(key)),
+        "obs": (component_key(key), pseudotime_key(key), segment_key(key), milestone_key(key), fate_entropy_key(key)),
         "var": (weight_key(key), selected_key(key)),
     }
 

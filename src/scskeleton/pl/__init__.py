@@ -8,6 +8,7 @@ Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None`
 """
 
 from ._cell_graph import cell_graph
+from ._fates import fates
 from ._graph import adjacency, convergence
 from ._modules import module_heatmap, modules
 from ._pseudotime import pseudotime
@@ -19,6 +20,7 @@ __all__ = [
     "branch_heatmap",
     "cell_graph",
     "convergence",
+    "fates",
     "module_heatmap",
     "modules",
     "path",

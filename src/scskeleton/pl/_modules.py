@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from scipy import sparse
 
 from ._trends import BRANCHED, _cell_times
-from ._utils import category_colors, finish
+from ._utils import category_colors, finish, panel_grid
 
 #: ``standard_scale`` values, as in ``scanpy.pl.heatmap``.
 STANDARD_SCALES = ("var", "obs", None)
@@ -282,8 +282,6 @@ def modules(
         As in :func:`scskeleton.pl.trends`.
     """
     entry, result_key, result = _modules(adata, key, "sks.pl.modules")
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be a positive integer; got {ncols!r}.")
     labels = adata.var[key]
     categories = list(labels.cat.categories)
     codes = labels.cat.codes.to_numpy()
@@ -292,12 +290,8 @@ def modules(
     grid = np.asarray(result["grid"], dtype=float)
     blocks = _block_names(result, curves.shape[1])
     colors = plt.get_cmap("tab10").colors
-    ncols = min(ncols, len(categories))
-    nrows = -(-len(categories) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols, 3.0 * nrows), squeeze=False, sharex=True)
-    panels = list(axes.ravel())
-    for extra in panels[len(categories):]:
-        extra.set_axis_off()
+    fig, panels, _ = panel_grid(len(categories), ncols=ncols, ax=None, panel_size=(4.0, 3.0), what="module",
+                                sharex=True)
     for m, (ax, module) in enumerate(zip(panels, categories)):
         genes = np.flatnonzero(codes == m)
         flat = curves[genes].reshape(genes.size, -1)
@@ -314,4 +308,4 @@ def modules(
         ax.set_xlabel(result.get("time", "pseudotime"))
         ax.set_ylabel("standardised trend")
     panels[0].legend(fontsize="small", loc="best")
-    return finish(fig, panels[: len(categories)], created=True, show=show, save=save, return_fig=return_fig)
+    return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)

@@ -34,7 +34,8 @@ def pseudotime(
     """Strip plot of the cells' pseudotime, one row per segment of the graph.
 
     x is ``obs[f"{key}_pseudotime"]``, the row is ``obs[f"{key}_segment"]``
-    (segment ``"0"``, which starts at the root, on top), with a small vertical
+    (segment ``"0"``, which starts at the root, on top; each row labelled by
+    its two milestones, ``"root → fork 1"``), with a small vertical
     jitter drawn from a fixed seed so that the plot is deterministic. Cells
     with NaN pseudotime (outside the root's connected component) are not drawn.
 
@@ -88,8 +89,14 @@ def pseudotime(
     )
     # scanpy removes the ticks of embeddings; here both axes carry meaning.
     ax.xaxis.set_major_locator(ticker.AutoLocator())
-    ax.set_yticks(np.arange(len(segments.categories)), [str(c) for c in segments.categories])
+    ax.set_yticks(np.arange(len(segments.categories)), _row_labels(adata.uns.get(key, {}), segments.categories))
     ax.set_ylim(len(segments.categories) - 0.5, -0.5)
     ax.set_xlabel(f"{key} pseudotime")
     ax.set_ylabel("segment")
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def _row_labels(entry, categories) -> list[str]:
+    """Each segment's label (``"root → fork 1"``, from ``uns[key]["milestones"]``), or its id when there is none."""
+    labels = [str(label) for label in entry.get("milestones", {}).get("segment_labels", [])]
+    return [labels[int(c)] if str(c).isdigit() and int(c) < len(labels) else str(c) for c in categories]

@@ -111,17 +111,8 @@ def tree(
     """
     graph = read_graph(adata, key)
     support = _support(adata.uns[key], graph, show_support)
-    gap_edges = _gap_edges(adata.uns[key], graph)
-    space = graph.space if basis is None else resolve_basis(adata, basis)
-    if space == graph.space:
-        coordinates = cell_coordinates(adata, graph)
-        first, second = check_components(components, coordinates.shape[1], space)
-        nodes = graph.nodes[:, [first, second]]
-        drawn = np.ones(graph.n_nodes, dtype=bool)
-    else:
-        coordinates = np.asarray(adata.obsm[space], dtype=float)
-        first, second = check_components(components, coordinates.shape[1], space)
-        nodes, drawn = _nodes_in_basis(adata, graph, coordinates[:, [first, second]])
+    gap_edges = gap_edges_of(adata.uns[key], graph)
+    space, coordinates, (first, second), nodes, drawn = graph_in_basis(adata, graph, basis, components)
 
     fig, ax, created = new_axes(ax)
     kwargs = dict(scatter_kwargs)
@@ -136,12 +127,28 @@ def tree(
         ax=ax,
         scatter_kwargs={"size": size, **kwargs},
     )
-    _draw_graph(ax, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
-                show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
-                gap_edges=gap_edges)
+    draw_graph(ax, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
+               show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
+               gap_edges=gap_edges)
     if support is not None:
         _draw_support(ax, nodes, drawn, *support, color=edge_color)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def graph_in_basis(
+    adata: AnnData, graph: StoredGraph, basis: str | None, components: Sequence[int]
+) -> tuple[str, np.ndarray, tuple[int, int], np.ndarray, np.ndarray]:
+    """Where cells and nodes are drawn: the basis's obsm key, the cells' coordinates in it, the two
+    checked columns, the nodes' 2-D positions and which nodes can be drawn (``basis=None``: the graph's space)."""
+    space = graph.space if basis is None else resolve_basis(adata, basis)
+    if space == graph.space:
+        coordinates = cell_coordinates(adata, graph)
+        first, second = check_components(components, coordinates.shape[1], space)
+        return space, coordinates, (first, second), graph.nodes[:, [first, second]], np.ones(graph.n_nodes, bool)
+    coordinates = np.asarray(adata.obsm[space], dtype=float)
+    first, second = check_components(components, coordinates.shape[1], space)
+    nodes, drawn = _nodes_in_basis(adata, graph, coordinates[:, [first, second]])
+    return space, coordinates, (first, second), nodes, drawn
 
 
 def _nodes_in_basis(adata: AnnData, graph: StoredGraph, coordinates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +195,7 @@ def _support(entry, graph: StoredGraph, show_support: bool | None):
     return ids, values
 
 
-def _gap_edges(entry, graph: StoredGraph) -> np.ndarray:
+def gap_edges_of(entry, graph: StoredGraph) -> np.ndarray:
     """``uns[key]["gap_edges"]`` as an E × 2 array of valid node pairs (empty when absent)."""
     if "gap_edges" not in entry:
         return np.empty((0, 2), dtype=np.intp)
@@ -218,9 +225,9 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
         )
 
 
-def _draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
-                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float,
-                gap_edges: np.ndarray) -> None:
+def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
+               show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float,
+               gap_edges: np.ndarray, legend: bool = True) -> None:
     """Edges (gap edges dashed), nodes, root and branch points on top of the cells, with a legend."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
@@ -266,5 +273,6 @@ def _draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: n
 
     # An extra artist, not ax.legend(): that would replace scanpy's legend of the
     # cells' categories, which stays the Axes' own legend.
-    labels = [handle.get_label() for handle in handles]
-    ax.add_artist(Legend(ax, handles, labels, loc="best", fontsize="small", framealpha=0.8))
+    if legend:
+        labels = [handle.get_label() for handle in handles]
+        ax.add_artist(Legend(ax, handles, labels, loc="best", fontsize="small", framealpha=0.8))

@@ -21,7 +21,7 @@ from scipy import sparse
 from .._schema import read_graph
 from ._tree import _nodes_in_basis
 from ._tree import tree as tree_plot
-from ._utils import category_colors, check_components, finish, new_axes, resolve_basis
+from ._utils import category_colors, check_components, finish, new_axes, panel_grid, resolve_basis
 
 #: The gid of the path's edge collections drawn by :func:`path`.
 PATH_GID = "scskeleton_path"
@@ -95,26 +95,12 @@ def trends(
     if not genes:
         raise ValueError("genes is empty; name at least one gene fitted under key.")
     columns = _fitted_genes(adata, key, result, genes)
-    if ax is not None and len(genes) > 1:
-        raise ValueError(f"ax= draws one gene; got {len(genes)} genes. Leave ax=None for one panel per gene.")
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be a positive integer; got {ncols!r}.")
     times = _cell_times(adata, key, result)
     cells = np.flatnonzero(np.isfinite(times))
     values = _expression(adata, result, columns, cells)
     size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
 
-    if ax is not None:
-        fig, ax, created = new_axes(ax)
-        panels = [ax]
-    else:
-        ncols = min(ncols, len(genes))
-        nrows = -(-len(genes) // ncols)
-        fig, grid = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows), squeeze=False)
-        panels = list(grid.ravel())
-        for extra in panels[len(genes):]:
-            extra.set_axis_off()
-        panels, created = panels[: len(genes)], True
+    fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.4), what="gene")
 
     x_label = result.get("time", "pseudotime")
     x_label = x_label if x_label in ("pseudotime", "registered pseudotime") else "position along the path"

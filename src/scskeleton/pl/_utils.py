@@ -46,6 +46,33 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float] | None = None) -> tup
     return fig, ax, True
 
 
+def panel_grid(
+    n_panels: int, *, ncols, ax: Axes | None, panel_size: tuple[float, float], what: str, sharex: bool = False
+) -> tuple[Figure, list[Axes], bool]:
+    """One Axes per panel: ``ax`` itself for a single panel, else a new grid of ``ncols`` columns.
+
+    Returns the figure, the ``n_panels`` Axes (unused cells of the grid are
+    switched off) and whether this call created them. ``what`` names a panel
+    in the error messages.
+    """
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive integer; got {ncols!r}.")
+    if ax is not None:
+        if n_panels > 1:
+            raise ValueError(f"ax= draws one {what}; got {n_panels}. Leave ax=None for one panel per {what}.")
+        fig, ax, created = new_axes(ax)
+        return fig, [ax], created
+    ncols = min(ncols, n_panels)
+    nrows = -(-n_panels // ncols)
+    fig, grid = plt.subplots(
+        nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows), squeeze=False, sharex=sharex
+    )
+    panels = list(grid.ravel())
+    for extra in panels[n_panels:]:
+        extra.set_axis_off()
+    return fig, panels[:n_panels], True
+
+
 def finish(
     fig: Figure,
     ax: Axes,

@@ -4,8 +4,10 @@ from ._activation import activation
 from ._convex_embedding import convex_embedding
 from ._ddrtree import ddrtree
 from ._esl import esl
+from ._fates import fate_probabilities
 from ._fork_test import fork_test
 from ._fsl import fsl
+from ._milestones import milestones, rename_milestones
 from ._modules import trend_modules
 from ._mpme import mpme
 from ._rpg import rpg, rpg_l1
@@ -22,11 +24,14 @@ __all__ = [
     "convex_embedding",
     "ddrtree",
     "esl",
+    "fate_probabilities",
     "fork_test",
     "fsl",
+    "milestones",
     "mpme",
     "path",
     "pseudotime",
+    "rename_milestones",
     "root",
     "rpg",
     "rpg_l1",

@@ -30,7 +30,7 @@ def fork_test(
     adata: AnnData,
     key: str,
     *,
-    branch_point: int,
+    branch_point: int | str,
     window: float | None = None,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
@@ -66,7 +66,8 @@ def fork_test(
     key
         Key of the graph, e.g. ``"rpg"``.
     branch_point
-        Node index of the fork, one of ``adata.uns[key]["branch_points"]``.
+        The fork: a node index, one of ``adata.uns[key]["branch_points"]``, or
+        its milestone name (``"fork 1"``).
     window
         Length of the window past the fork, in (registered) pseudotime.
         Default: the stretch every branch covers (the shortest branch's reach,

@@ -18,11 +18,14 @@ from .._schema import (
     cell_assignment,
     cell_coordinates,
     column_sums,
+    milestone_key,
     pseudotime_key,
     read_graph,
     segment_key,
 )
+from ._fates import clear_fates
 from ._inputs import check_unique_obs_names
+from ._milestones import default_names, milestone_entry, milestone_order, resolve_node
 from ._results import update_entry
 
 #: ``obs_min`` / ``obs_max`` pick the root near the cells in this extreme quantile.
@@ -68,8 +71,10 @@ def root(
         graphs of ``tl.mpme``, ``tl.spl``, ``tl.esl`` and ``tl.fsl`` (every
         cell is a node, at its embedding ``obsm[f"X_{key}"]``) both work.
     node
-        Use this node index as the root, as given (leaf or not), or a list of
-        node indices, at most one per connected component.
+        Use this node as the root, as given (leaf or not): a node index or a
+        milestone name of the current trajectory (e.g. ``"tip 2"``, see
+        :func:`milestones`), or a list of them, at most one per connected
+        component.
     cell
         A cell name (``adata.obs_names``) or integer position.
     group
@@ -103,7 +108,7 @@ def root(
     if per_component and how in ("node", "cell"):
         raise ValueError("per_component=True applies to group=, obs_min= and obs_max=; pass several nodes as node=[...].")
     if how == "node":
-        chosen = core.check_roots(graph.adjacency, _node_indices(node, graph.n_nodes))
+        chosen = core.check_roots(graph.adjacency, _node_indices(adata, key, node, graph.n_nodes))
         _warn_inner_roots(graph, chosen, reason=f"node {chosen.tolist()} was given")
     else:
         assignment = cell_assignment(adata, key)
@@ -138,18 +143,16 @@ def _warn_inner_roots(graph: StoredGraph, roots: np.ndarray, *, reason: str) -> 
         )
 
 
-def _node_indices(node, n_nodes: int) -> np.ndarray:
-    """``node=`` as an array of valid node indices (an int or a non-empty sequence of ints)."""
-    values = [node] if isinstance(node, numbers.Integral) and not isinstance(node, bool) else node
+def _node_indices(adata: AnnData, key: str, node, n_nodes: int) -> np.ndarray:
+    """``node=`` as an array of valid node indices: a node index or milestone name, or a non-empty list of them."""
+    values = [node] if isinstance(node, str | numbers.Integral) else node
     try:
         values = list(values)
     except TypeError:
         values = [node]
-    if not values or any(
-        isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= v < n_nodes for v in values
-    ):
-        raise ValueError(f"node must be an integer in [0, {n_nodes - 1}] or a list of them; got {node!r}.")
-    return np.asarray(values, dtype=np.intp)
+    if not values:
+        raise ValueError(f"node must be a node index or milestone name, or a non-empty list of them; got {node!r}.")
+    return np.asarray([resolve_node(adata, key, value, n_nodes=n_nodes) for value in values], dtype=np.intp)
 
 
 def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None, min_support: float = 0.0) -> None:
@@ -163,7 +166,11 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
     trees over noisy nodes grow — do not count as branches: their cells join
     the segment they hang from, and they create no branch point (pseudotime is
     unaffected). Cells in a connected component without the root get NaN, with
-    a warning.
+    a warning. Every root, branch point and leaf becomes a *milestone*, named
+    ``"root"``, ``"fork 1"``, …, ``"tip 1"``, … in order of pseudotime
+    (:func:`milestones` names them after cell labels,
+    :func:`rename_milestones` by hand); tools that take a node also take
+    its milestone name.
 
     Parameters
     ----------
@@ -188,12 +195,23 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
         Geodesic distance from the root, in the units of the nodes' space.
     ``adata.obs[f"{key}_segment"]``
         Categorical segment id of each cell (``"0"`` starts at the root).
+    ``adata.obs[f"{key}_milestone"]``
+        Categorical: the milestone nearest each cell along the graph.
     ``adata.uns[key]["branch_points"]``, ``["leaves"]``
         Node indices of degree ≥ 3 and of degree 1.
     ``adata.uns[key]["segments"]``
         ``{segment id: node path}``.
+    ``adata.uns[key]["milestones"]``
+        The root(s), branch points and leaves by name (:func:`milestones`):
+        ``nodes`` and ``names`` (parallel arrays) and ``segment_labels``
+        (``"root → fork 1"``, one per segment id, in the order of the ids).
+        Segment ids stay ``"0"``, ``"1"``, … so that results keyed by them
+        (``tl.branch_test``, ``tl.association_test``) survive a renaming.
     ``adata.uns[key]["min_branch_nodes"]``
         The pruning threshold used.
+
+    Fate probabilities of an earlier ``tl.fate_probabilities`` run refer to
+    the old topology and are removed.
     """
     graph = read_graph(adata, key)
     if not graph.roots.size:
@@ -219,23 +237,31 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
         )
     segment_ids = shape.segment_of(projection)
     names = [str(i) for i in range(len(shape.segments))]
+    segments = {name: path.astype(np.int64) for name, path in zip(names, shape.segments)}
+    node_distance = core.geodesic_from(graph.adjacency, graph.nodes, graph.roots).min(axis=0)
+    milestone_nodes = milestone_order(graph.roots, shape.branch_points, shape.leaves, node_distance)
+    milestone_names = default_names(milestone_nodes, graph.roots, shape.branch_points)
+    nearest = core.nearest_milestone(projection, graph.adjacency, graph.nodes, milestone_nodes)
 
     adata.obs[pseudotime_key(key)] = times
     adata.obs[segment_key(key)] = pd.Categorical.from_codes(segment_ids, categories=names)
+    adata.obs[milestone_key(key)] = pd.Categorical.from_codes(nearest, categories=milestone_names)
     update_entry(
         adata,
         key,
         branch_points=shape.branch_points.astype(np.int64),
         leaves=shape.leaves.astype(np.int64),
-        segments={name: path.astype(np.int64) for name, path in zip(names, shape.segments)},
+        segments=segments,
+        milestones=milestone_entry(milestone_nodes, milestone_names, segments),
         min_branch_nodes=min_branch_nodes,
     )
+    clear_fates(adata, key)
     logg.info(
         f"    finished ({shape.branch_points.size} branch points, {len(names)} segments)",
         time=start,
         deep=(
-            f"added\n    obs[{pseudotime_key(key)!r}], obs[{segment_key(key)!r}], "
-            f"uns[{key!r}]['branch_points', 'leaves', 'segments']"
+            f"added\n    obs[{pseudotime_key(key)!r}], obs[{segment_key(key)!r}], obs[{milestone_key(key)!r}], "
+            f"uns[{key!r}]['branch_points', 'leaves', 'segments', 'milestones']"
         ),
     )
 
@@ -262,8 +288,9 @@ def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
     key
         Key of the graph, e.g. ``"ddrtree"``.
     start, end
-        A node index, or ``(obs_key, value)`` for a group of cells, which stands
-        for the node holding most of that group's assignment mass.
+        A node index, a milestone name (``"root"``, ``"tip 1"``, see
+        :func:`milestones`), or ``(obs_key, value)`` for a group of cells,
+        which stands for the node holding most of that group's assignment mass.
 
     Returns
     -------
@@ -333,11 +360,9 @@ def _obs_or_gene(adata: AnnData, name: str) -> np.ndarray:
 
 
 def _path_end(adata: AnnData, graph: StoredGraph, end, which: str) -> int:
-    if isinstance(end, numbers.Integral) and not isinstance(end, bool):
-        if not 0 <= end < graph.n_nodes:
-            raise ValueError(f"{which} node must be in [0, {graph.n_nodes - 1}]; got {end}.")
-        return int(end)
     if isinstance(end, tuple):
         cells = _group_cells(adata, end)
         return int(column_sums(cell_assignment(adata, graph.key), cells).argmax())
-    raise ValueError(f"{which} must be a node index or (obs_key, value); got {end!r}.")
+    if isinstance(end, str | numbers.Integral):
+        return resolve_node(adata, graph.key, end, n_nodes=graph.n_nodes, what=f"{which} node")
+    raise ValueError(f"{which} must be a node index, a milestone name or (obs_key, value); got {end!r}.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from .._core.stats import trends as trend_core
 from .._core.trees import trajectory as trajectory_core
 from .._schema import pseudotime_key, read_graph, segment_key
 from ._inputs import check_key, get_expression
+from ._milestones import resolve_node, resolve_segment
 from ._results import plain_params
 from ._trajectory import _path_end
 from ._trajectory import path as path_cells
@@ -67,14 +67,15 @@ def trends(
     key
         Key of the graph, e.g. ``"ddrtree"``.
     path
-        ``(start, end)``: node indices, or ``(obs_key, value)`` groups as in
-        :func:`~scskeleton.tl.path`. The cells on the shortest graph path
+        ``(start, end)``: node indices, milestone names (``("root", "tip 2")``)
+        or ``(obs_key, value)`` groups, as in :func:`~scskeleton.tl.path`. The cells on the shortest graph path
         between them are fitted against their position along it (distance
         from ``start``), which is their pseudotime when ``start`` is the root.
     segment
         Instead of ``path``: a segment id of ``obs[f"{key}_segment"]`` (set by
-        :func:`~scskeleton.tl.pseudotime`); its cells are fitted against their
-        pseudotime.
+        :func:`~scskeleton.tl.pseudotime`) or its label
+        (``"fork 1 → tip 2"``, ``uns[key]["milestones"]["segment_labels"]``);
+        its cells are fitted against their pseudotime.
     genes
         Genes to fit (names in ``var_names``); default all.
     layer
@@ -206,7 +207,7 @@ def branch_test(
     adata: AnnData,
     key: str,
     *,
-    branch_point: int,
+    branch_point: int | str,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
     n_knots: int = 10,
@@ -240,7 +241,8 @@ def branch_test(
     key
         Key of the graph, e.g. ``"ddrtree"``.
     branch_point
-        Node index of the fork, one of ``adata.uns[key]["branch_points"]``.
+        The fork: a node index, one of ``adata.uns[key]["branch_points"]``, or
+        its milestone name (``"fork 1"``).
     genes, layer, n_knots, n_grid
         As in :func:`trends`.
     df
@@ -505,12 +507,11 @@ def _fork_cells(adata: AnnData, key: str, branch_point) -> _Fork:
     """Validate ``branch_point`` and split the trajectory's cells into trunk and branches around it."""
     graph = read_graph(adata, key)
     segments, labels, pseudotime = _trajectory(adata, key)
-    if isinstance(branch_point, bool) or not isinstance(branch_point, numbers.Integral) or not (
-        0 <= branch_point < graph.n_nodes
-    ):
-        raise ValueError(f"branch_point must be a node index in [0, {graph.n_nodes - 1}]; got {branch_point!r}. "
-                         f"Branch points of {key!r}: {np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.")
-    branch_point = int(branch_point)
+    try:
+        branch_point = resolve_node(adata, key, branch_point, n_nodes=graph.n_nodes, what="branch_point")
+    except ValueError as error:
+        raise ValueError(f"{error} Branch points of {key!r}: "
+                         f"{np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.") from None
     trunk, branches = lineage_core.branch_cells(segments, branch_point, adata.uns[key]["root"])
     group_of_segment = {segment: 0 for segment in trunk}
     for number, members in enumerate(branches, start=1):
@@ -583,9 +584,11 @@ def _gene_columns(adata: AnnData, genes) -> np.ndarray | None:
 
 def _segment(adata: AnnData, key: str, segment) -> tuple[str, np.ndarray]:
     segments, _, _ = _trajectory(adata, key)
-    label = str(segment)
-    if label not in segments:
-        raise KeyError(f"No segment {segment!r} in the trajectory of {key!r}; segments: {sorted(segments, key=int)}.")
+    label = resolve_segment(adata.uns[key], segment)
+    if label is None:
+        labels = list(adata.uns[key].get("milestones", {}).get("segment_labels", []))
+        raise KeyError(f"No segment {segment!r} in the trajectory of {key!r}; segments: {sorted(segments, key=int)}"
+                       f"{f' or by label {labels}' if labels else ''}.")
     return label, np.asarray(segments[label], dtype=np.intp)
 
 

@@ -459,3 +459,31 @@ def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarr
     cells = np.flatnonzero(on_edge | at_node)
     ranked = cells[np.argsort(position[cells], kind="stable")]
     return ranked, position[ranked]
+
+
+def nearest_milestone(
+    projection: GraphProjection, adjacency: sparse.spmatrix, nodes: np.ndarray, milestones
+) -> np.ndarray:
+    """Position in ``milestones`` of the milestone nearest each cell along the graph.
+
+    The distance runs along the graph from the cell's projection point (as in
+    :func:`cell_geodesic`), so a cell halfway along a segment goes with the
+    nearer of the segment's two ends, never with a milestone that is close in
+    space but far along the tree. One multi-source Dijkstra over the K nodes;
+    -1 for cells in a component without a milestone.
+    """
+    milestones = np.asarray(milestones, dtype=np.intp)
+    n_cells = projection.edge_start.size
+    if not milestones.size:
+        return np.full(n_cells, -1, dtype=np.intp)
+    distance, _, source = csgraph.dijkstra(
+        edge_lengths(adjacency, nodes), directed=False, indices=milestones, min_only=True, return_predecessors=True
+    )
+    position = np.full(nodes.shape[0], -1, dtype=np.intp)
+    position[milestones] = np.arange(milestones.size)
+    # unreachable nodes carry a negative source (scipy's -9999); they keep -1
+    nearest = np.where(source >= 0, position[np.maximum(source, 0)], -1)
+    start, end, t = projection.edge_start, projection.edge_end, projection.fraction
+    length = np.linalg.norm(nodes[end] - nodes[start], axis=1)
+    via_end = distance[end] + (1.0 - t) * length < distance[start] + t * length
+    return np.where(via_end, nearest[end], nearest[start]).astype(np.intp)

@@ -1,0 +1,249 @@
+"""``tl.milestones`` and ``tl.rename_milestones``: names for the root(s), forks and tips of a trajectory.
+
+``tl.pseudotime`` names every milestone (each root, branch point and leaf of
+its topology) by default and writes the nearest milestone of each cell; the
+functions here rename them. Everything that takes a node also takes a
+milestone name, through :func:`resolve_node`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from scanpy import logging as logg
+
+from .._schema import fate_probabilities_key, milestone_key, read_graph
+from ._results import update_entry
+
+
+def milestones(adata: AnnData, key: str, *, groupby: str | None = None, copy: bool = False) -> AnnData | None:
+    """Name the milestones of a trajectory after the cells around them.
+
+    ``tl.pseudotime`` already names every milestone, the root(s), branch
+    points and leaves of the trajectory: ``"root"`` (``"root 1"``,
+    ``"root 2"``, … for several), ``"fork 1"``, ``"fork 2"``, … and
+    ``"tip 1"``, ``"tip 2"``, …, each kind numbered in order of pseudotime
+    (components without a root last). With ``groupby`` each milestone
+    takes instead the most common label among the cells nearest to it
+    (``obs[f"{key}_milestone"]``). A label shared by several milestones is
+    numbered (``"Ery"``, ``"Ery 2"``): roots and tips first, then forks (whose
+    nearest cells mostly belong to a branch as well), each in pseudotime
+    order. A milestone with no cells keeps its default name. Without ``groupby`` the default
+    names come back. Either way segment labels and fate names follow.
+    Rerunning ``tl.pseudotime`` resets the default names.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    groupby
+        An ``.obs`` column of labels, e.g. ``"cell_type"``; ``None`` restores
+        the default names.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields:
+
+    ``adata.uns[key]["milestones"]``
+        ``nodes`` (node index of each milestone), ``names`` (its name, in the
+        same order) and ``segment_labels`` (``"root → fork 1"`` for every
+        segment id of ``uns[key]["segments"]``, in the order of the ids).
+    ``adata.obs[f"{key}_milestone"]``
+        The categories renamed.
+    ``adata.uns[key]["fates"]``
+        Renamed, when ``tl.fate_probabilities`` has run.
+    """
+    stored = _stored(adata, key)
+    if groupby is None:
+        names = default_names(stored["nodes"], adata.uns[key]["root"], adata.uns[key]["branch_points"])
+    else:
+        names = _majority_names(adata, key, groupby, stored)
+    adata = adata.copy() if copy else adata
+    _write_names(adata, key, stored, names)
+    logg.info(f"named the {len(names)} milestones of {key!r}{'' if groupby is None else f' by {groupby!r}'}: "
+              f"{', '.join(names[:8])}{' …' if len(names) > 8 else ''}")
+    return adata if copy else None
+
+
+def rename_milestones(adata: AnnData, key: str, mapping: Mapping[str, str], *, copy: bool = False) -> AnnData | None:
+    """Rename some milestones of a trajectory.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    mapping
+        ``{current name: new name}``, e.g. ``{"tip 1": "Ery", "tip 2": "Mk"}``;
+        milestones not named keep their names. The new names must be non-empty
+        strings, and all names unique afterwards.
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets the fields listed
+    in :func:`milestones`. Unknown names raise a KeyError and duplicated names a
+    ValueError, and leave ``adata`` unchanged.
+    """
+    stored = _stored(adata, key)
+    current = list(stored["names"])
+    if not isinstance(mapping, Mapping):
+        raise TypeError(f"mapping must be a dict {{current name: new name}}; got {type(mapping).__name__}.")
+    unknown = [old for old in mapping if old not in current]
+    if unknown:
+        raise KeyError(f"No milestone(s) {unknown} in {key!r}; milestones: {current}.")
+    for new in mapping.values():
+        _check_name(new)
+    names = [mapping.get(name, name) for name in current]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"Renaming would give several milestones the name(s) {repeated}; names must be unique.")
+    adata = adata.copy() if copy else adata
+    _write_names(adata, key, stored, names)
+    logg.info(f"renamed {sum(old != new for old, new in zip(current, names))} milestone(s) of {key!r}")
+    return adata if copy else None
+
+
+def resolve_node(adata: AnnData, key: str, value, *, n_nodes: int, what: str = "node") -> int:
+    """A node index given as an index or as a milestone name (``uns[key]["milestones"]``).
+
+    The one place where tools turn a milestone name into a node; ``what``
+    names the parameter in the error messages.
+    """
+    if isinstance(value, str):
+        entry = adata.uns[key].get("milestones")
+        if entry is None:
+            raise KeyError(
+                f"{what}={value!r} names a milestone, but {key!r} has none yet: run "
+                f"sks.tl.pseudotime(adata, {key!r}) first, or give a node index."
+            )
+        names = [str(name) for name in entry["names"]]
+        if value not in names:
+            raise KeyError(f"No milestone {value!r} in {key!r}; milestones: {names}.")
+        return int(np.asarray(entry["nodes"])[names.index(value)])
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < n_nodes:
+        raise ValueError(f"{what} must be a node index in [0, {n_nodes - 1}] or a milestone name; got {value!r}.")
+    return int(value)
+
+
+def resolve_segment(entry: Mapping, segment) -> str | None:
+    """The segment id of a segment given by id (``3``, ``"3"``) or by label (``"fork 1 → tip 2"``); None if unknown."""
+    label = str(segment)
+    if label in entry["segments"]:
+        return label
+    labels = [str(name) for name in entry.get("milestones", {}).get("segment_labels", [])]
+    return str(labels.index(label)) if label in labels else None
+
+
+def milestone_order(roots, branch_points, leaves, node_distance: np.ndarray) -> np.ndarray:
+    """The milestone nodes: the roots as given, then the other branch points and leaves, each by pseudotime.
+
+    Ties (and unreachable nodes, at infinite distance) go by node index.
+    """
+    roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
+
+    def by_time(candidates):
+        candidates = np.setdiff1d(np.asarray(candidates, dtype=np.intp), roots)
+        return candidates[np.lexsort((candidates, node_distance[candidates]))]
+
+    return np.concatenate([roots, by_time(branch_points), by_time(leaves)]).astype(np.intp)
+
+
+def default_names(nodes, roots, branch_points) -> list[str]:
+    """``"root"`` (or ``"root 1"``, …), ``"fork 1"``, … and ``"tip 1"``, …, numbered in the order of ``nodes``."""
+    roots = set(np.atleast_1d(np.asarray(roots)).tolist())
+    branch_points = set(np.asarray(branch_points).ravel().tolist())
+    counts = {"root": 0, "fork": 0, "tip": 0}
+    names = []
+    for node in np.asarray(nodes).tolist():
+        kind = "root" if node in roots else "fork" if node in branch_points else "tip"
+        counts[kind] += 1
+        names.append(f"{kind} {counts[kind]}")
+    return ["root" if name == "root 1" and len(roots) == 1 else name for name in names]
+
+
+def milestone_entry(nodes: np.ndarray, names: list[str], segments: Mapping) -> dict:
+    """``uns[key]["milestones"]``: parallel arrays of nodes and names, and the segments' labels (h5ad-safe)."""
+    name_of = dict(zip(np.asarray(nodes).tolist(), names))
+    labels = []
+    for segment_id in sorted(segments, key=int):
+        path = np.asarray(segments[segment_id])
+        ends = (name_of.get(int(node), f"node {int(node)}") for node in (path[0], path[-1]))
+        labels.append(" → ".join(ends))
+    return {
+        "nodes": np.asarray(nodes, dtype=np.int64),
+        "names": np.asarray(names, dtype=object),
+        "segment_labels": np.asarray(_unique(labels), dtype=object),
+    }
+
+
+def _stored(adata: AnnData, key: str) -> dict:
+    read_graph(adata, key)
+    entry = adata.uns[key]
+    if "milestones" not in entry or milestone_key(key) not in adata.obs:
+        raise KeyError(
+            f"The trajectory of {key!r} has no milestones; run sks.tl.root(adata, {key!r}, ...) and "
+            f"sks.tl.pseudotime(adata, {key!r}) first."
+        )
+    stored = entry["milestones"]
+    return {"nodes": np.asarray(stored["nodes"], dtype=np.intp), "names": [str(n) for n in stored["names"]]}
+
+
+def _majority_names(adata: AnnData, key: str, groupby, stored: dict) -> list[str]:
+    """Each milestone's most common ``groupby`` label among its nearest cells (ties: the first label)."""
+    if not isinstance(groupby, str) or groupby not in adata.obs:
+        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; columns: {list(adata.obs.columns)}.")
+    codes = adata.obs[milestone_key(key)].cat.codes.to_numpy()
+    labels = adata.obs[groupby]
+    known = (codes >= 0) & labels.notna().to_numpy()
+    table = pd.crosstab(codes[known], labels.to_numpy()[known])
+    majority = {int(code): str(row.idxmax()) for code, row in table.iterrows() if row.max() > 0}
+    defaults = default_names(stored["nodes"], adata.uns[key]["root"], adata.uns[key]["branch_points"])
+    names = [majority.get(i, name) for i, name in enumerate(defaults)]
+    # a fork's cells are its branches' cells too: the roots and tips keep a shared label, the forks are numbered
+    is_fork = np.isin(stored["nodes"], np.asarray(adata.uns[key]["branch_points"])) & ~np.isin(
+        stored["nodes"], np.atleast_1d(adata.uns[key]["root"]))
+    priority = np.argsort(is_fork, kind="stable")
+    unique = _unique([names[i] for i in priority])
+    return [unique[i] for i in np.argsort(priority)]
+
+
+def _write_names(adata: AnnData, key: str, stored: dict, names: list[str]) -> None:
+    """Write ``names`` everywhere milestone names appear: the entry, the cells' categories and the fates."""
+    renamed = dict(zip(stored["names"], names))
+    column = adata.obs[milestone_key(key)]
+    # written first: on a view this makes adata an AnnData of its own before uns is touched
+    adata.obs[milestone_key(key)] = pd.Categorical.from_codes(column.cat.codes.to_numpy(), categories=names)
+    fields = {"milestones": milestone_entry(stored["nodes"], names, adata.uns[key]["segments"])}
+    if "fates" in adata.uns[key] and fate_probabilities_key(key) in adata.obsm:
+        fields["fates"] = np.asarray([renamed.get(str(f), str(f)) for f in adata.uns[key]["fates"]], dtype=object)
+    update_entry(adata, key, **fields)
+
+
+def _check_name(name) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"Milestone names must be non-empty strings; got {name!r}.")
+
+
+def _unique(names: list[str]) -> list[str]:
+    """``names`` with repeats numbered in order: ``["Ery", "Ery", "Mk"]`` → ``["Ery", "Ery 2", "Mk"]``."""
+    used: set[str] = set()
+    out = []
+    for name in names:
+        candidate, number = name, 1
+        while candidate in used:
+            number += 1
+            candidate = f"{name} {number}"
+        used.add(candidate)
+        out.append(candidate)
+    return out
