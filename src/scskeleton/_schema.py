@@ -214,3 +214,16 @@ def column_sums(assignment, rows=None) -> np.ndarray:
     """Σ_i r_ik over all cells, or over ``rows`` only: each node's (soft) number of cells."""
     part = assignment if rows is None else assignment[rows]
     return np.asarray(part.sum(axis=0), dtype=float).ravel()
+
+
+def member_cells(adata: AnnData, key: str) -> np.ndarray:
+    """Which cells belong to the result under ``key``: those with assignment mass.
+
+    A sub-trajectory (``tl.subset_tree``) keeps every cell of the AnnData but
+    gives the cells outside it an all-zero assignment row; trajectory tools
+    leave them out (NaN pseudotime). All cells when no assignment is stored.
+    """
+    name = assignment_key(key)
+    if name not in adata.obsm:
+        return np.ones(adata.n_obs, dtype=bool)
+    return np.asarray(adata.obsm[name].sum(axis=1), dtype=float).ravel() > 0

@@ -10,8 +10,10 @@ from ._fsl import fsl
 from ._milestones import milestones, rename_milestones
 from ._modules import trend_modules
 from ._mpme import mpme
+from ._project import project
 from ._rpg import rpg, rpg_l1
 from ._spl import spl
+from ._subset import cleanup, subset_tree
 from ._support import branch_support
 from ._trajectory import path, pseudotime, root
 from ._trends import association_test, branch_test, trends
@@ -21,6 +23,7 @@ __all__ = [
     "association_test",
     "branch_support",
     "branch_test",
+    "cleanup",
     "convex_embedding",
     "ddrtree",
     "esl",
@@ -30,12 +33,14 @@ __all__ = [
     "milestones",
     "mpme",
     "path",
+    "project",
     "pseudotime",
     "rename_milestones",
     "root",
     "rpg",
     "rpg_l1",
     "spl",
+    "subset_tree",
     "trend_modules",
     "trends",
 ]

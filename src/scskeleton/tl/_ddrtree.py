@@ -124,7 +124,9 @@ def ddrtree(
     ``adata.uns[key]``
         ``method``, ``params`` (every parameter used), ``nodes`` (C, K × d, in
         ``space`` = ``f"X_{key}"``), ``adjacency`` (S, K × K sparse tree),
-        ``projection`` (W, D × d), ``objective`` (value of (31) per iteration),
+        ``projection`` (W, D × d), ``mean`` (the per-feature mean of
+        ``use_rep`` subtracted before the fit, length D; with W it maps new
+        cells, ``tl.project``), ``objective`` (value of (31) per iteration),
         ``n_iter``, ``converged``, ``gap_edges`` (E × 2 tree edges
         that cross a gap between groups of cells, i.e. bridge separate clusters;
         a warning names them, and ``pl.tree`` draws them dashed), ``n_pruned``
@@ -197,6 +199,7 @@ def ddrtree(
         n_iter=result.n_iter,
         converged=result.converged,
         projection=result.projection,
+        mean=result.mean,
         latent=result.latent,
         assignment=result.assignment,
         gap_edges=result.gap_edges,

@@ -7,7 +7,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.trees import fates as core
-from .._schema import cell_assignment, column_sums, fate_entropy_key, fate_probabilities_key, read_graph
+from .._schema import cell_assignment, column_sums, fate_entropy_key, fate_probabilities_key, member_cells, read_graph
 from ._results import update_entry
 
 
@@ -79,10 +79,37 @@ def fate_probabilities(adata: AnnData, key: str, *, copy: bool = False) -> AnnDa
             f"The assignment of {key!r} has shape {assignment.shape}, expected ({adata.n_obs}, {graph.n_nodes}); "
             f"refit the graph {key!r} on this AnnData."
         )
-    segments = [np.asarray(entry["segments"][name], dtype=np.intp) for name in sorted(entry["segments"], key=int)]
     start = logg.info(f"computing fate probabilities on {key!r}")
+    distributions, names = node_fate_table(adata, key, graph, column_sums(assignment))
+    probabilities, entropy = core.cell_fates(assignment, distributions)
+
+    adata = adata.copy() if copy else adata
+    adata.obsm[fate_probabilities_key(key)] = probabilities
+    adata.obs[fate_entropy_key(key)] = entropy
+    update_entry(adata, key, fates=np.asarray(names, dtype=object))
+    unreached = int((np.isnan(entropy) & member_cells(adata, key)).sum())  # not the cells outside a subtree
+    if unreached:
+        logg.warning(f"{unreached} cells lie in a component of {key!r} without a root; their fate probabilities "
+                     "are NaN.")
+    logg.info(
+        f"    finished ({len(names)} fates: {', '.join(names)})",
+        time=start,
+        deep=(f"added\n    obsm[{fate_probabilities_key(key)!r}], obs[{fate_entropy_key(key)!r}], "
+              f"uns[{key!r}]['fates']"),
+    )
+    return adata if copy else None
+
+
+def node_fate_table(adata: AnnData, key: str, graph, mass: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each node's distribution over the fates (K × fates, columns in milestone order) and the fates' names.
+
+    ``mass`` is each node's cell mass, which splits the walk at the forks:
+    the reference's, also when new cells are placed on it (``tl.project``).
+    """
+    entry = adata.uns[key]
+    segments = [np.asarray(entry["segments"][name], dtype=np.intp) for name in sorted(entry["segments"], key=int)]
     try:
-        node_fates = core.node_fates(graph.adjacency, graph.nodes, segments, graph.roots, column_sums(assignment))
+        node_fates = core.node_fates(graph.adjacency, graph.nodes, segments, graph.roots, mass)
     except ValueError as error:
         raise ValueError(
             f"{error} The trajectory of {key!r} ({graph.method or 'graph'}) has cycles; fit a principal tree, "
@@ -95,23 +122,7 @@ def fate_probabilities(adata: AnnData, key: str, *, copy: bool = False) -> AnnDa
     milestone_names = [str(name) for name in entry["milestones"]["names"]]
     order = np.argsort([milestone_nodes.index(int(leaf)) for leaf in node_fates.leaves], kind="stable")
     names = [milestone_names[milestone_nodes.index(int(leaf))] for leaf in node_fates.leaves[order]]
-    probabilities, entropy = core.cell_fates(assignment, node_fates.distributions[:, order])
-
-    adata = adata.copy() if copy else adata
-    adata.obsm[fate_probabilities_key(key)] = probabilities
-    adata.obs[fate_entropy_key(key)] = entropy
-    update_entry(adata, key, fates=np.asarray(names, dtype=object))
-    unreached = int(np.isnan(entropy).sum())
-    if unreached:
-        logg.warning(f"{unreached} cells lie in a component of {key!r} without a root; their fate probabilities "
-                     "are NaN.")
-    logg.info(
-        f"    finished ({len(names)} fates: {', '.join(names)})",
-        time=start,
-        deep=(f"added\n    obsm[{fate_probabilities_key(key)!r}], obs[{fate_entropy_key(key)!r}], "
-              f"uns[{key!r}]['fates']"),
-    )
-    return adata if copy else None
+    return node_fates.distributions[:, order], names
 
 
 def clear_fates(adata: AnnData, key: str) -> None:

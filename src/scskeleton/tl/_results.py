@@ -134,6 +134,7 @@ def write_graph(
     space: str,
     adjacency: sparse.spmatrix,
     projection: np.ndarray | None = None,
+    mean: np.ndarray | None = None,
     gap_edges: np.ndarray | None = None,
     n_pruned: int | None = None,
     lp_adjacency: sparse.spmatrix | None = None,
@@ -143,7 +144,8 @@ def write_graph(
 
     ``uns[key]`` gets ``nodes`` (K × d), ``space`` (the obsm key of the cell
     coordinates in the nodes' space), ``adjacency`` (K × K CSR), for
-    learners with one the ``projection`` W, and for trees ``gap_edges``
+    learners with one the ``projection`` W and the per-feature ``mean`` it was
+    centred with (what ``tl.project`` maps new cells through), and for trees ``gap_edges``
     (E × 2 edges that cross a gap in the data, with a warning when there are
     any) and ``n_pruned`` (terminal branches the pruning removed), for the ℓ1
     graph ``lp_adjacency`` (W of the linear program, of which ``adjacency`` is
@@ -170,4 +172,6 @@ def write_graph(
             )
     if projection is not None:
         graph["projection"] = np.asarray(projection, dtype=float)
+    if mean is not None:
+        graph["mean"] = np.asarray(mean, dtype=float)
     return write_result(adata, key, uns=graph, **fields)

@@ -18,6 +18,7 @@ from .._schema import (
     cell_assignment,
     cell_coordinates,
     column_sums,
+    member_cells,
     milestone_key,
     pseudotime_key,
     read_graph,
@@ -225,27 +226,22 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
     drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
     start = logg.info(f"computing pseudotime on {key!r}")
     projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
-    times = core.pseudotime(projection, graph.adjacency, graph.nodes, graph.roots)
     shape = core.topology(
         graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=min_branch_nodes, drop_leaves=drop_leaves
     )
-    if np.isnan(times).any():
-        logg.warning(
-            f"{int(np.isnan(times).sum())} cells lie in a connected component of {key!r} "
-            f"without a root; their pseudotime is NaN. Root every component with "
-            f"sks.tl.root(adata, {key!r}, group=..., per_component=True) or node=[...]."
-        )
-    segment_ids = shape.segment_of(projection)
     names = [str(i) for i in range(len(shape.segments))]
     segments = {name: path.astype(np.int64) for name, path in zip(names, shape.segments)}
     node_distance = core.geodesic_from(graph.adjacency, graph.nodes, graph.roots).min(axis=0)
     milestone_nodes = milestone_order(graph.roots, shape.branch_points, shape.leaves, node_distance)
     milestone_names = default_names(milestone_nodes, graph.roots, shape.branch_points)
-    nearest = core.nearest_milestone(projection, graph.adjacency, graph.nodes, milestone_nodes)
-
-    adata.obs[pseudotime_key(key)] = times
-    adata.obs[segment_key(key)] = pd.Categorical.from_codes(segment_ids, categories=names)
-    adata.obs[milestone_key(key)] = pd.Categorical.from_codes(nearest, categories=milestone_names)
+    times = place_cells(adata, key, graph, projection, shape, milestone_nodes, milestone_names)
+    unrooted = np.isnan(times) & member_cells(adata, key)
+    if unrooted.any():
+        logg.warning(
+            f"{int(unrooted.sum())} cells lie in a connected component of {key!r} "
+            f"without a root; their pseudotime is NaN. Root every component with "
+            f"sks.tl.root(adata, {key!r}, group=..., per_component=True) or node=[...]."
+        )
     update_entry(
         adata,
         key,
@@ -264,6 +260,48 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
             f"uns[{key!r}]['branch_points', 'leaves', 'segments', 'milestones']"
         ),
     )
+
+
+def place_cells(
+    adata: AnnData, key: str, graph: StoredGraph, projection: core.GraphProjection, shape: core.Topology,
+    milestone_nodes: np.ndarray, milestone_names: list[str],
+) -> np.ndarray:
+    """Write each cell's pseudotime, segment and nearest milestone on the trajectory of ``graph``.
+
+    ``projection`` places the cells of ``adata`` on the graph (their own or,
+    for ``tl.project``, new cells). Cells outside the result (no assignment
+    mass, outside a sub-trajectory of ``tl.subset_tree``) get NaN in all three.
+    Returns the pseudotime.
+    """
+    times = core.pseudotime(projection, graph.adjacency, graph.nodes, graph.roots)
+    segment_ids = shape.segment_of(projection)
+    nearest = core.nearest_milestone(projection, graph.adjacency, graph.nodes, milestone_nodes)
+    outside = ~member_cells(adata, key)
+    times[outside], segment_ids[outside], nearest[outside] = np.nan, -1, -1
+    adata.obs[pseudotime_key(key)] = times
+    adata.obs[segment_key(key)] = pd.Categorical.from_codes(
+        segment_ids, categories=[str(i) for i in range(len(shape.segments))]
+    )
+    adata.obs[milestone_key(key)] = pd.Categorical.from_codes(nearest, categories=milestone_names)
+    return times
+
+
+def stored_topology(adata: AnnData, key: str, graph: StoredGraph) -> core.Topology:
+    """The topology ``tl.pseudotime`` wrote for ``key``, rebuilt (its edge-to-segment map is not stored).
+
+    The same pruning threshold and the same leaves dropped (those of the
+    graph missing from ``uns[key]["leaves"]``, e.g. by ``min_support``) give
+    the same segments, in the same order.
+    """
+    entry = adata.uns[key]
+    leaves = np.flatnonzero(degrees(graph.adjacency) == 1)
+    shape = core.topology(
+        graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=int(entry.get("min_branch_nodes", 0)),
+        drop_leaves=np.setdiff1d(leaves, np.asarray(entry["leaves"])),
+    )
+    if len(shape.segments) != len(entry["segments"]):
+        raise ValueError(f"The stored trajectory of {key!r} is out of date; rerun sks.tl.pseudotime(adata, {key!r}).")
+    return shape
 
 
 def _unsupported_leaves(entry, min_support) -> np.ndarray:
@@ -305,6 +343,8 @@ def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
     nodes_on_path = core.node_path(graph.adjacency, graph.nodes, first, last)
     projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
     cells, position = core.cells_on_path(projection, nodes_on_path, graph.nodes)
+    inside = member_cells(adata, key)[cells]  # a sub-trajectory leaves out the cells outside it
+    cells, position = cells[inside], position[inside]
     frame = pd.DataFrame(
         {"position": position, "node": projection.edge_start[cells]},
         index=adata.obs_names[cells],

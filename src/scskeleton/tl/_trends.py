@@ -518,6 +518,14 @@ def _fork_cells(adata: AnnData, key: str, branch_point) -> _Fork:
         group_of_segment.update({segment: number for segment in members})
     group = np.array([group_of_segment.get(label, -1) for label in labels])
     rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
+    counts = np.bincount(group[rows], minlength=len(branches) + 1)
+    empty = [members[0] for members, count in zip(branches, counts[1:]) if count == 0]
+    if empty:  # e.g. a branch outside a sub-trajectory, or emptied by a pruning
+        raise ValueError(
+            f"The branch(es) starting with segment(s) {', '.join(empty)} at node {branch_point} of {key!r} hold no "
+            f"cell with a pseudotime, so there is nothing to compare. Remove branches too small to analyse with "
+            f"sks.tl.cleanup(adata, {key!r}, min_cells=...), or choose another branch point."
+        )
     return _Fork(branch_point=branch_point, segments=segments, trunk=trunk, branches=branches,
                  names=[members[0] for members in branches], group=group, rows=rows, pseudotime=pseudotime)
 

@@ -313,3 +313,65 @@ def _residual_to_edges(points: np.ndarray, nodes: np.ndarray, edges: np.ndarray,
             chosen = chosen - share[:, None] * along
         out[lo : lo + 256] = chosen
     return out
+
+
+@dataclass(frozen=True)
+class TrimmedTree:
+    """Result of :func:`trim_branches`.
+
+    ``keep`` masks the K original nodes that remain; ``attach[k]`` is, for
+    every node, the kept node whose cells it hands over (itself when kept, the
+    node its removed branch hung from otherwise); ``removed_branches`` counts
+    the terminal branches removed.
+    """
+
+    keep: np.ndarray
+    attach: np.ndarray
+    removed_branches: int
+
+
+def trim_branches(
+    adjacency: sparse.spmatrix, nodes: np.ndarray, mass: np.ndarray, *, min_mass: float, min_length: float,
+    protected=(),
+) -> TrimmedTree:
+    """Remove terminal branches holding less than ``min_mass`` cells or shorter than ``min_length``.
+
+    A terminal branch runs from a leaf up to, not including, the first node of
+    degree ≥ 3 (its attachment); its length is the sum of its edge lengths up
+    to that attachment, its mass the sum of ``mass`` over its nodes. Branches
+    go one at a time, the lightest first, and their mass moves to the
+    attachment: removing one can turn its attachment into a path node, and the
+    branch that then ends there is judged again as a whole. Branches holding a
+    ``protected`` node (a root) stay, and so does the last branch of a bare path.
+    """
+    adjacency = symmetrize(adjacency)
+    n_nodes = nodes.shape[0]
+    neighbours = [set(adjacency.indices[adjacency.indptr[k] : adjacency.indptr[k + 1]].tolist()) for k in range(n_nodes)]
+    protected = {int(p) for p in np.atleast_1d(np.asarray(protected, dtype=np.intp))}
+    mass = np.asarray(mass, dtype=float).copy()
+    keep = np.ones(n_nodes, dtype=bool)
+    attach = np.arange(n_nodes)
+    removed = 0
+    while True:
+        weak = []
+        for leaf, branch, hub in _terminal_branches(neighbours):
+            path = [*branch, hub]
+            length = float(np.linalg.norm(np.diff(nodes[path], axis=0), axis=1).sum())
+            branch_mass = float(mass[branch].sum())
+            if (branch_mass < min_mass or length < min_length) and not protected & set(branch):
+                weak.append((branch_mass, length, leaf, branch, hub))
+        if not weak:
+            break
+        _, _, _, branch, hub = min(weak)
+        for node in branch:
+            for other in neighbours[node]:
+                neighbours[other].discard(node)
+            neighbours[node].clear()
+            keep[node] = False
+            attach[node] = hub
+        mass[hub] += mass[branch].sum()
+        removed += 1
+    # a hub may itself have been removed later: follow it to a kept node
+    while not keep[attach].all():
+        attach = attach[attach]
+    return TrimmedTree(keep=keep, attach=attach, removed_branches=removed)

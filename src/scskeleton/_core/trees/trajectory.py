@@ -428,6 +428,17 @@ def node_path(adjacency: sparse.spmatrix, nodes: np.ndarray, start: int, end: in
     return np.asarray(path[::-1], dtype=np.intp)
 
 
+def spanned_nodes(adjacency: sparse.spmatrix, nodes: np.ndarray, terminals) -> np.ndarray:
+    """Nodes of the subgraph spanned by ``terminals``: the union of the shortest paths from the first to each other.
+
+    On a tree this is the smallest subtree holding every terminal. Sorted node
+    indices; a ValueError when two terminals lie in different components.
+    """
+    terminals = np.atleast_1d(np.asarray(terminals, dtype=np.intp))
+    paths = [node_path(adjacency, nodes, int(terminals[0]), int(other)) for other in terminals[1:]]
+    return np.unique(np.concatenate([terminals[:1], *paths]))
+
+
 def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Cells whose projection point lies on ``path``, and their distance along it.
 
