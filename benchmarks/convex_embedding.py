@@ -10,7 +10,7 @@ time grows like N³ per iteration.
 Usage::
 
     python benchmarks/convex_embedding.py                          # N = 200, 500, 1000, 2000
-    python benchmarks/convex_embedding.py --sizes 300 1000 --maxiter 200
+    python benchmarks/convex_embedding.py --sizes 300 1000 --maxiter 500
     python benchmarks/convex_embedding.py --regularizers biconjugate completed_square --threads 2
 """
 
@@ -56,8 +56,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000, 2000])
     parser.add_argument("--regularizers", nargs="+", default=list(REGULARIZERS), choices=REGULARIZERS)
-    parser.add_argument("--maxiter", type=int, default=300)
-    parser.add_argument("--tol", type=float, default=1e-5)
+    parser.add_argument("--maxiter", type=int, default=1000)
+    parser.add_argument("--tol", type=float, default=1e-6)
     parser.add_argument("--threads", type=int, default=None,
                         help="BLAS/LAPACK threads of each run (OPENBLAS/OMP/MKL_NUM_THREADS); default: unchanged")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # internal: N and regularizer of a single run

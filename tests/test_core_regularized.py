@@ -136,6 +136,79 @@ def test_mvu_loss_rejects_a_disconnected_neighbourhood():
         _loss("mvu", points)
 
 
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_stretch_curvature_matches_finite_differences(name):
+    """c_L = d²/dε² L((1+ε)D; D) at ε = 0, the unit of the loss weight."""
+    loss = _loss(name, _points())
+    step = 1e-4
+    numeric = (loss.value((1 + step) * loss.target) + loss.value((1 - step) * loss.target)) / step**2
+    assert loss.stretch_curvature() == pytest.approx(numeric, rel=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_recession_weights_give_the_linear_growth_far_away(name):
+    """L(D + sE) ≈ s⟨W, E⟩ + const for large s along a distance matrix E; None for quadratic losses."""
+    points = _points()
+    loss = _loss(name, points)
+    weights = loss.recession_weights()
+    direction = core.distances_from_data(_points(seed=5))
+    if weights is None:  # quadratic growth: the slope keeps increasing
+        slopes = [loss.value(loss.target + 2 * s * direction) - loss.value(loss.target + s * direction)
+                  for s in (1e3, 1e4)]
+        assert slopes[1] > 5 * slopes[0] > 0
+        return
+    slope = (loss.value(loss.target + 2e3 * direction) - loss.value(loss.target + 1e3 * direction)) / 1e3
+    assert slope == pytest.approx(np.vdot(weights, direction), rel=1e-6)
+
+
+def test_bounded_check_is_the_recession_condition():
+    """(17) with a linearly growing loss is bounded below iff 2wλ₂(L_W) ≥ α: the check
+    refuses just below the threshold, and just above it the solver ends at a finite point."""
+    points = _points(15, 3, seed=2) * 2
+    loss = _loss("exp_bregman", points)
+    weights = (loss.recession_weights() + loss.recession_weights().T) / 2
+    np.fill_diagonal(weights, 0.0)
+    connectivity = np.linalg.eigvalsh(np.diag(weights.sum(1)) - weights)[1]
+    threshold = ALPHA / (2 * connectivity)
+    regularizer = _regularizer("neg_trace")
+    with pytest.raises(ValueError, match="unbounded below.*loss_weight at least 1.0"):
+        core.check_bounded(loss, 0.99 * threshold, regularizer)
+    core.check_bounded(loss, 1.01 * threshold, regularizer)
+    core.check_bounded(loss, 0.5 * threshold, _regularizer("biconjugate"))  # γ > 0: quadratic, always bounded
+    with pytest.raises(ValueError, match="unbounded"):
+        core.check_bounded(loss, 0.5 * threshold, build_regularizer("partitioned", 2, alpha=ALPHA, beta=BETA, gamma=0.0))
+    scale = core.loss_scale(loss, 1.0)
+    result = core.convex_embedding(points, loss="exp_bregman", regularizer="neg_trace", sigma=2.0,
+                                   loss_weight=1.5 * threshold / scale)
+    assert np.all(np.isfinite(result.objective)) and result.converged
+
+
+@pytest.mark.parametrize("name", ["exp_bregman", "sne", "sne_rows"])
+def test_loss_scale_keeps_neg_trace_bounded_with_a_margin(name):
+    """w is the stretch-curvature weight, raised to BOUNDED_MARGIN times the edge 2wλ₂ = α
+    where the data sit near it (here: a weak loss_weight)."""
+    loss = _loss(name, _points(20, 3, seed=4) * 2)
+    stretch = core.loss_scale(loss, 1e-3)
+    assert stretch == pytest.approx(1e-3 * np.trace(core.kernel_from_distances(loss.target)) / loss.stretch_curvature())
+    floored = core.loss_scale(loss, 1e-3, alpha=ALPHA)
+    assert 2 * floored * core.recession_connectivity(loss) == pytest.approx(core.BOUNDED_MARGIN * ALPHA)
+    core.check_bounded(loss, floored, _regularizer("neg_trace"))
+    assert core.loss_scale(loss, 1e3, alpha=ALPHA) == core.loss_scale(loss, 1e3)  # far from the edge: no floor
+    assert core.recession_connectivity(_loss("mvu", _points())) is None
+
+
+def test_sne_at_the_raw_weight_of_table_1_is_unbounded_with_neg_trace():
+    """(34) sums to one whatever t, so λ₂ of its weights is at most about 1/t: with the
+    paper's raw factor 10 and α = 1, -tr K̃ (17) is unbounded below beyond ~20 points.
+    In stretch-curvature units (the default) the same data are bounded."""
+    points = _points(60, 3, seed=3)
+    target = core.distances_from_data(points)
+    loss = build_loss("sne", target, points=points, n_neighbors=5, sigma=1.0)
+    with pytest.raises(ValueError, match="unbounded below"):
+        core.check_bounded(loss, 10.0, _regularizer("neg_trace"))
+    core.check_bounded(loss, core.loss_scale(loss, 10.0), _regularizer("neg_trace"))
+
+
 def test_unknown_loss_lists_the_valid_names():
     with pytest.raises(ValueError, match="exp_bregman"):
         build_loss("tsne", np.zeros((3, 3)), points=np.zeros((3, 1)), n_neighbors=1, sigma=1.0)
@@ -314,36 +387,53 @@ def test_unknown_regularizer_lists_the_valid_names():
         build_regularizer("biconjugate", 2, alpha=1.0, beta=0.1, gamma=0.0)
 
 
-# --- projection and solver ------------------------------------------------------------------
+# --- solver ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rank_hint", [None, 1])
-def test_projection_onto_centred_psd_matrices(rank_hint):
-    rng = np.random.default_rng(9)
-    matrix = _symmetric(10, 11) * 3
-    projected = core.project_centered_psd(matrix, rank_hint=rank_hint)
-    kernel = projected.kernel
-    np.testing.assert_allclose(kernel.sum(axis=1), 0.0, atol=1e-10)
-    assert np.linalg.eigvalsh(kernel).min() > -1e-10
-    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(kernel))[::-1], projected.values, atol=1e-10)
-    H = np.eye(10) - 1 / 10
-    for _ in range(100):  # the variational inequality ⟨A - Π(A), F - Π(A)⟩ ≤ 0 for feasible F
-        feasible = H @ _psd(10, int(rng.integers(1e6)), rank=int(rng.integers(1, 10))) @ H
-        assert np.vdot(matrix - kernel, feasible - kernel) <= 1e-9
+def _project(matrix):
+    """Euclidean projection onto {K ⪰ 0, K1 = 0}: centre, clip negative eigenvalues."""
+    size = matrix.shape[0]
+    H = np.eye(size) - 1.0 / size
+    values, vectors = np.linalg.eigh(H @ ((matrix + matrix.T) / 2) @ H)
+    return (vectors * np.maximum(values, 0.0)) @ vectors.T
+
+
+@pytest.mark.parametrize("name", sorted(REGULARIZERS))
+def test_factored_gradient_matches_finite_differences(name):
+    """The solver's gradient: ∇F(YYᵀ) from the thin SVD of Y equals the gradient from K
+    and, chained as 2∇F Y, the central difference of F(YYᵀ) in Y."""
+    points = _points(12, 3, seed=1) * 2
+    target = core.distances_from_data(points)
+    loss = build_loss("mvu", target, points=points, n_neighbors=4, sigma=1.0)
+    regularizer = _regularizer(name, gamma=1e-2)
+    objective = core._Objective(loss, regularizer, scale=0.3)
+    factor = np.random.default_rng(2).normal(size=(12, 5)) * 3
+    factor -= factor.mean(axis=0)
+    value, gradient = objective.factored(factor)
+    kernel_value, kernel_gradient = objective.value_and_gradient(factor @ factor.T)
+    assert value == pytest.approx(kernel_value, rel=1e-12)
+    np.testing.assert_allclose(gradient, kernel_gradient, atol=1e-9 * np.abs(kernel_gradient).max())
+    direction = np.random.default_rng(3).normal(size=factor.shape)
+    step = 1e-6
+    numeric = (objective.factored(factor + step * direction)[0] - objective.factored(factor - step * direction)[0]) / (2 * step)
+    assert np.vdot(2 * gradient @ factor, direction) == pytest.approx(numeric, rel=1e-6)
 
 
 def test_solver_reaches_the_closed_form_of_kpca_with_the_trace_regularizer():
-    """L₁ (22) with R₂ (16): 4||K̃ - K||² + β tr K̃ is minimised by soft-thresholding the
-    eigenvalues of the data kernel K = -½HDH at β/8."""
+    """L₁ (22) with R₂ (16): w·4||K̃ - K||² + β tr K̃ is minimised by soft-thresholding the
+    eigenvalues of the data kernel K = -½HDH at β/(8w), w the loss scale."""
     points = _points(15, 4, seed=3)
-    beta = 8.0 * np.sort(np.linalg.eigvalsh(core.kernel_from_distances(core.distances_from_data(points))))[-3]
+    data_kernel = core.kernel_from_distances(core.distances_from_data(points))
+    scale = core.loss_scale(build_loss("kpca", core.distances_from_data(points), points=points, n_neighbors=3,
+                                       sigma=1.0), 10.0)
+    beta = 8.0 * scale * np.sort(np.linalg.eigvalsh(data_kernel))[-3]
     result = core.convex_embedding(points, loss="kpca", regularizer="trace", beta=beta, n_components=2,
                                    maxiter=500, tol=1e-12)
-    data_kernel = core.kernel_from_distances(core.distances_from_data(points))
+    assert result.loss_scale == pytest.approx(scale)
     values, vectors = np.linalg.eigh(data_kernel)
-    expected = (vectors * np.maximum(values - beta / 8, 0.0)) @ vectors.T
+    expected = (vectors * np.maximum(values - beta / (8 * scale), 0.0)) @ vectors.T
     np.testing.assert_allclose(result.kernel, expected, atol=1e-6 * np.abs(expected).max())
-    assert np.count_nonzero(result.eigenvalues > 1e-8) == 2
+    assert np.count_nonzero(result.eigenvalues > 1e-6 * result.eigenvalues[0]) == 2  # the factor only tends to rank 2
 
 
 @pytest.mark.parametrize("regularizer", sorted(REGULARIZERS))
@@ -357,17 +447,41 @@ def test_objective_never_increases(regularizer):
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 def test_solution_is_a_fixed_point_of_the_projected_gradient_step(loss):
-    """At a minimiser of a convex problem, K̃ = Π(K̃ - ∇F(K̃)/ℓ) for any ℓ > 0."""
+    """At a minimiser of a convex problem, K̃ = Π(K̃ - ∇F(K̃)/ℓ) for any ℓ > 0 (Π the
+    projection onto the feasible set), which the factored solver never uses."""
     points = _points(14, 3, seed=6) * 3
     result = core.convex_embedding(points, loss=loss, regularizer="biconjugate", n_neighbors=9, sigma=4.0,
                                    gamma=0.05, maxiter=3000, tol=1e-13)
+    assert result.converged
     target = core.distances_from_data(points)
     objective = core._Objective(build_loss(loss, target, points=points, n_neighbors=9, sigma=4.0),
-                                _regularizer("biconjugate", gamma=0.05))
+                                _regularizer("biconjugate", gamma=0.05), result.loss_scale)
     _, gradient = objective.value_and_gradient(result.kernel)
-    step = 1.0 / np.linalg.norm(gradient)
-    moved = core.project_centered_psd(result.kernel - step * gradient).kernel
+    moved = _project(result.kernel - gradient / np.linalg.norm(gradient))
     assert np.linalg.norm(moved - result.kernel) <= 1e-4 * max(np.linalg.norm(result.kernel), 1.0)
+
+
+def test_the_certificate_raises_the_rank_to_the_global_minimum(monkeypatch):
+    """Started at rank 1, the factor grows along the negative eigenvectors of H∇F H
+    until they are gone, and reaches the minimum of a start with full rank."""
+    points = _points(25, 3, seed=9) * 3
+    kwargs = dict(loss="mvu", regularizer="trace", n_neighbors=5, maxiter=3000, tol=1e-10)
+    full = core.convex_embedding(points, **kwargs)
+    monkeypatch.setattr(core, "START_RANK", 1)
+    monkeypatch.setattr(core, "SEGMENT", 30)
+    grown = core.convex_embedding(points, n_components=1, **kwargs)
+    assert full.converged and grown.converged
+    assert np.count_nonzero(grown.eigenvalues > 1e-6 * grown.eigenvalues[0]) > 4  # the crumpled minimum needs rank
+    assert grown.objective[-1] == pytest.approx(full.objective[-1], rel=1e-6)
+    assert np.all(np.diff(grown.objective) <= 1e-9 * np.abs(grown.objective).max())
+
+
+def test_stopping_test_is_relative_to_the_progress():
+    trace = [10.0] + [1.0 - 1e-9 * i for i in range(20)]
+    assert core._stalled(trace, 1e-6) and not core._stalled(trace, 1e-12)
+    assert not core._stalled(trace[:core.WINDOW], 1.0)  # too few iterations to judge
+    near_zero = [1.0] + [1e-12 * (20 - i) for i in range(20)]  # F → 0: judged against the decrease 1
+    assert core._stalled(near_zero, 1e-6)
 
 
 def test_truncated_reconstruction_loss_is_the_loss_of_the_embedding():
@@ -385,7 +499,8 @@ def test_truncated_reconstruction_loss_is_the_loss_of_the_embedding():
         (dict(regularizer="rank"), "Unknown regularizer 'rank'; choose one of"),
         (dict(n_components=20), "n_components"),
         (dict(alpha=-1.0), "alpha"),
-        (dict(sigma=0.0), "sigma"),
+        (dict(sigma=0.0, loss="sne"), "sigma"),
+        (dict(loss_weight=0.0), "loss_weight"),
         (dict(regularizer="completed_square", gamma=0.0), "gamma"),
     ],
 )
@@ -408,12 +523,12 @@ def test_size_limit_suggests_subsampling_or_landmarks(monkeypatch):
 
 
 def test_partitioned_without_smoother_is_shaw_and_jebaras_regularizer():
-    """γ = 0 gives (19): β tr K̃ - (α+β) Σ_{i≤d} u_i, minimised by alternating over P and K̃."""
+    """γ = 0 gives (19): β tr K̃ - (α+β) Σ_{i≤d} u_i, minimised locally."""
     points = _points(30, 3, seed=8) * 3
     result = core.convex_embedding(points, loss="mvu", regularizer="partitioned", gamma=0.0, n_neighbors=8,
                                    maxiter=200)
     spectrum = result.eigenvalues
     r4 = BETA * spectrum.sum() - (ALPHA + BETA) * spectrum[:2].sum()
     assert result.regularizer_value == pytest.approx(r4, rel=1e-9, abs=1e-9)
-    assert result.objective[-1] == pytest.approx(result.loss_value + r4, rel=1e-9)
+    assert result.objective[-1] == pytest.approx(result.loss_scale * result.loss_value + r4, rel=1e-9)
     assert np.all(np.diff(result.objective) <= 1e-9 * np.abs(result.objective).max())

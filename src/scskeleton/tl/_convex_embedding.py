@@ -24,10 +24,11 @@ def convex_embedding(
     alpha: float = 1.0,
     beta: float = 0.1,
     gamma: float = 1e-3,
-    sigma: float = 1.0,
+    sigma: float | None = None,
+    loss_weight: float = 10.0,
     standardize: bool = True,
-    maxiter: int = 300,
-    tol: float = 1e-5,
+    maxiter: int = 1000,
+    tol: float = 1e-6,
     key_added: str | None = None,
     random_state: int = 0,
     copy: bool = False,
@@ -39,35 +40,35 @@ def convex_embedding(
     With D the squared distances of the cells in ``use_rep`` (eq. 2), solve
     problem (14),
 
-        min_{K̃ ⪰ 0, K̃1 = 0}  L(D(K̃); D) + R(K̃),   D(K) = δ(K)1ᵀ + 1δ(K)ᵀ - 2K  (3),
+        min_{K̃ ⪰ 0, K̃1 = 0}  w L(D(K̃); D) + R(K̃),   D(K) = δ(K)1ᵀ + 1δ(K)ᵀ - 2K  (3),
 
-    by accelerated projected gradient descent (footnote 5), then keep the top
-    d eigenvalues: X̂ = Q_{1:d} Λ_{1:d}^½. The loss relates the reconstruction
-    to the data, the regularizer encodes the target topology. Kernel PCA is
+    with K̃ = YYᵀ by L-BFGS over the factor Y (with a certificate that the
+    minimum is global), then keep the top d eigenvalues: X̂ = Q_{1:d} Λ_{1:d}^½.
+    The loss relates the reconstruction to the data, the regularizer encodes
+    the target topology; w is set by ``loss_weight`` (Scale). Kernel PCA is
     ``loss="kpca"`` (22) with ``"trace"`` (16); regularized maximum variance
     unfolding is ``loss="mvu"`` (29) with ``"neg_trace"`` (17). The default
     pairs the MVU loss with the paper's new convex regularizer (44), the
     tightest convex relaxation of "spread the top d directions, shrink the
     rest" (41).
 
-    Size: the work is dense N × N with eigendecompositions at every
-    iteration, O(N³) time and O(N²) memory; at most 2,000 cells (a ValueError
-    above that suggests subsampling or landmarks). Measured per iteration,
-    single-threaded: 0.08 s (trace regularizers) to 0.23 s (spectral ones) at
-    N = 1,000, 0.6–1.7 s at N = 2,000; a run takes 100–300 iterations.
+    Size: the work is dense N × N, O(N²r) per iteration for a rank-r factor
+    plus a partial eigendecomposition when the rank is checked, O(N²) memory;
+    at most 2,000 cells (a ValueError above that suggests subsampling or
+    landmarks). A run takes 50–700 iterations; see the method note for timings.
 
-    Scale: the loss is in units of squared distance, the regularizers in
-    units of K̃, so α, β, γ act relative to the scale of the data. The
-    spectral regularizers (41)–(44) pull the top d eigenvalues of K̃ towards
-    α/γ and the rest to zero; the defaults (the paper's Table 1: α = 1,
-    β = 0.1, γ = 10⁻³) suit data whose kernel eigenvalues are at most about
-    (α+β)/γ ≈ 1,100. With ``standardize=True`` (default) the representation
-    is divided by the standard deviation of its centred entries first, so
-    that α, β, γ and ``sigma`` refer to unit-variance coordinates whatever
-    the units of ``use_rep`` (the setting of the Table 1 reproduction, at a
-    few hundred cells); the embedding and the eigenvalues are in those
-    standardised units. For many more cells lower γ (about α over the top
-    eigenvalue you expect); ``uns[key]["eigenvalues"]`` shows the result.
+    Scale: the loss is weighed in units of its own curvature under a uniform
+    stretch of the data (``loss_weight``), so that the distance-spreading
+    regularizer -α tr K̃ stretches the data by about α/``loss_weight`` for
+    every loss; the default 10 is the "losses scaled by 10" of the paper's
+    Table 1. The spectral regularizers (41)–(44) pull the top d eigenvalues of
+    K̃ towards α/γ (1,000 with the defaults α = 1, γ = 10⁻³ of Table 1), so
+    they act relative to the size of the data: with ``standardize=True``
+    (default) the centred cells are divided by their root mean squared norm
+    (tr K of the data = N), which puts a few hundred cells at the scale of
+    Table 1 whatever the units of ``use_rep``; for many more cells lower γ
+    (about α over the top eigenvalue you expect). ``uns[key]["eigenvalues"]``
+    shows where the spectrum of K̃ ended up.
 
     Parameters
     ----------
@@ -90,12 +91,13 @@ def convex_embedding(
         paper's experiments, ``"sne_rows"`` (32)–(33) its row-wise form.
     regularizer
         ``"trace"`` (16) β tr K̃, ``"neg_trace"`` (17) -α tr K̃ (MVU),
-        ``"partitioned"`` (41) (γ = 0: eq. 19; not convex, alternating
-        minimisation), ``"completed_square"`` (42) and ``"biconjugate"``
+        ``"partitioned"`` (41) (γ = 0: eq. 19; not convex, a local
+        minimum), ``"completed_square"`` (42) and ``"biconjugate"``
         (43)–(44) (default), the two convex relaxations of (41).
     n_neighbors
         k of the neighbourhood N(D) of the ``"mvu"`` loss (symmetrised
-        k-nearest neighbours); the graph must be connected. Default 10.
+        k-nearest neighbours; the graph must be connected) and of the default
+        ``sigma``. Default 10.
     alpha
         α ≥ 0, weight spreading the top d directions (17), (19), (41)–(44).
     beta
@@ -105,15 +107,21 @@ def convex_embedding(
         ``"biconjugate"``, ≥ 0 for ``"partitioned"``. Default 10⁻³.
     sigma
         σ > 0, scale of the exponential in ``"exp_bregman"`` (31) and of the
-        transfers p ∝ exp(-D/σ) of ``"sne"``/``"sne_rows"`` (the paper has
-        σ = 1), in squared units of the (standardised) representation.
+        transfers p ∝ exp(-D/σ) of ``"sne"``/``"sne_rows"``, in squared units of
+        the (standardised) representation. Default (``None``): the median
+        squared distance from a cell to its ``n_neighbors``-th neighbour.
+    loss_weight
+        Weight of the loss in units of its uniform-stretch curvature (see
+        Scale above). Default 10 (Table 1). With ``"neg_trace"`` (or
+        ``"partitioned"`` with γ = 0) the exponential and SNE losses need it
+        large enough for the problem to be bounded; a ValueError says how much.
     standardize
-        Divide the representation by the standard deviation of its centred
-        entries before fitting (see Scale above). ``False`` fits ``use_rep``
-        as it is.
+        Divide the centred representation by its root mean squared norm before
+        fitting (see Scale above). ``False`` fits ``use_rep`` as it is.
     maxiter, tol
-        At most ``maxiter`` projected gradient steps; stop when the relative
-        change of the objective falls below ``tol``.
+        At most ``maxiter`` L-BFGS iterations; stop when the last 10 lowered
+        the objective by at most ``tol`` per iteration (relative) and the
+        certificate of a global minimum holds.
     key_added
         Key of the results; default ``"convex_embedding"``.
     random_state
@@ -131,10 +139,11 @@ def convex_embedding(
         X̂, the N × d truncated embedding.
     ``adata.uns[key]``
         ``method`` (``"convex_embedding"``), ``params``, ``objective`` (value
-        of (14) per iteration, non-increasing; per alternating round for
-        ``"partitioned"``), ``n_iter`` (gradient steps), ``converged``,
+        of (14) per iteration, non-increasing), ``n_iter`` (iterations),
+        ``converged``,
         ``reconstruction_loss`` (L(D(X̂X̂ᵀ); D), the paper's quality figure),
         ``loss_value`` and ``regularizer_value`` (at K̃, before truncation),
+        ``loss_scale`` (the weight on the loss in its raw units),
         ``eigenvalues`` (all N eigenvalues of K̃, descending: how much of it
         the top d hold).
 
@@ -152,7 +161,8 @@ def convex_embedding(
     n_cells = data.shape[0]
     if not isinstance(standardize, bool):
         raise ValueError(f"standardize must be True or False; got {standardize!r}.")
-    scale = float(np.std(data - data.mean(axis=0))) if standardize else 1.0
+    centred = data - data.mean(axis=0)
+    scale = float(np.sqrt(np.mean(np.sum(centred**2, axis=1)))) if standardize else 1.0
     if scale <= 0:
         raise ValueError(f"All cells coincide in {use_rep!r} (zero spread); there is nothing to embed.")
     data = data / scale
@@ -172,6 +182,7 @@ def convex_embedding(
             beta=beta,
             gamma=gamma,
             sigma=sigma,
+            loss_weight=loss_weight,
             maxiter=maxiter,
             tol=tol,
             callback=run.callback,
@@ -191,13 +202,15 @@ def convex_embedding(
         "alpha": alpha,
         "beta": beta,
         "gamma": gamma,
-        "sigma": sigma,
+        "loss_weight": loss_weight,
         "standardize": standardize,
         "scale": scale,
         "maxiter": maxiter,
         "tol": tol,
         "random_state": random_state,
     }
+    if np.isfinite(result.sigma):  # only the exponential and SNE losses have a σ
+        params["sigma"] = result.sigma
     adata = adata.copy() if copy else adata
     written = write_result(
         adata,
@@ -212,6 +225,7 @@ def convex_embedding(
             "reconstruction_loss": float(result.reconstruction_loss),
             "loss_value": float(result.loss_value),
             "regularizer_value": float(result.regularizer_value),
+            "loss_scale": float(result.loss_scale),
             "eigenvalues": result.eigenvalues,
         },
     )

@@ -11,6 +11,20 @@ like D̂, sums over all ordered pairs ij as in the paper). The solver chains the
 gradient to K̃ through the adjoint of the linear map (3)
 (:func:`scskeleton._core.convex.regularized.distances_adjoint`). ``LOSSES`` maps the
 public names to the classes.
+
+Two more quantities fix the loss's scale against the regularizers:
+
+``stretch_curvature()``
+    c_L = d²/dε² L((1+ε)D; D) at ε = 0, the curvature of the loss when every
+    squared distance of the data is stretched by the same factor. The solver
+    measures the loss in units of c_L / tr K(D) (see ``regularized.py``), so that
+    -α tr K̃ (17) stretches the data by about α / ``loss_weight`` whatever the
+    loss, its σ or the number of points.
+``recession_weights()``
+    W ≥ 0 with L(D̂ + sE) growing like s⟨W, E⟩ for large s along every distance
+    matrix E, for the losses that grow only linearly far away (exponential and
+    SNE divergences); ``None`` for the losses that grow quadratically. It
+    decides whether (17) is bounded below (``regularized.check_bounded``).
 """
 
 from __future__ import annotations
@@ -39,6 +53,8 @@ class Loss(ABC):
     """
 
     name = ""
+    #: Whether the loss has the scale parameter σ (and so a default taken from the data).
+    uses_sigma = False
 
     def __init__(self, target: np.ndarray):
         self.target = np.asarray(target, dtype=float)
@@ -55,6 +71,14 @@ class Loss(ABC):
     @abstractmethod
     def gradient(self, dhat: np.ndarray) -> np.ndarray:
         """∂L/∂D̂, a t × t matrix."""
+
+    @abstractmethod
+    def stretch_curvature(self) -> float:
+        """d²/dε² L((1+ε)D; D) at ε = 0 (the loss vanishes to first order at D̂ = D)."""
+
+    def recession_weights(self) -> np.ndarray | None:
+        """Weights W of the linear growth far from D, or ``None`` where the loss grows quadratically."""
+        return None
 
 
 class KPCALoss(Loss):
@@ -73,6 +97,9 @@ class KPCALoss(Loss):
     def gradient(self, dhat):
         return 2.0 * (_centre_both(dhat) - self._centred_target)
 
+    def stretch_curvature(self):
+        return 2.0 * float(np.vdot(self._centred_target, self._centred_target))
+
 
 class SquaredLoss(Loss):
     """Squared loss, eq. (23): L₂ = ||D - D̂||²_F (metric MDS)."""
@@ -85,6 +112,9 @@ class SquaredLoss(Loss):
 
     def gradient(self, dhat):
         return 2.0 * (dhat - self.target)
+
+    def stretch_curvature(self):
+        return 2.0 * float(np.vdot(self.target, self.target))
 
 
 class SammonLoss(Loss):
@@ -107,6 +137,9 @@ class SammonLoss(Loss):
 
     def gradient(self, dhat):
         return 2.0 * self._weight * (dhat - self.target)
+
+    def stretch_curvature(self):
+        return 2.0 * float(self.target[self.target > 0].sum())
 
 
 class MVULoss(Loss):
@@ -149,6 +182,9 @@ class MVULoss(Loss):
         grad[self._tails, self._heads] = 2.0 * (dhat[self._tails, self._heads] - self._edge_target)
         return grad
 
+    def stretch_curvature(self):
+        return 4.0 * float(self._edge_target @ self._edge_target)  # ε² D_ij² for ij and ji, differentiated twice
+
 
 class ExpBregmanLoss(Loss):
     """Reciprocal exponential Bregman divergence with D̂ first, eq. (31):
@@ -161,6 +197,7 @@ class ExpBregmanLoss(Loss):
     """
 
     name = "exp_bregman"
+    uses_sigma = True
 
     def __init__(self, target, sigma: float):
         super().__init__(target)
@@ -178,6 +215,14 @@ class ExpBregmanLoss(Loss):
     def gradient(self, dhat):
         return (self._target_exp - np.exp(-dhat / self.sigma)) / self.sigma
 
+    def stretch_curvature(self):
+        # the second derivative of exp(-x/σ) is exp(-x/σ)/σ²
+        return float(np.vdot(self._target_exp, self.target**2)) / self.sigma**2
+
+    def recession_weights(self):
+        # far away exp(-D̂/σ) vanishes and the linear term exp(-D/σ)D̂/σ remains
+        return self._target_exp / self.sigma
+
 
 class SNELoss(Loss):
     """Matrix-wise SNE divergence, eq. (34) with the transfer (35):
@@ -188,9 +233,17 @@ class SNELoss(Loss):
     of D̂ it is Σ p(D)_ij D̂_ij/σ + logsumexp(-D̂/σ) + const, convex; the
     gradient is (p(D) - p(D̂))/σ. The paper has σ = 1; ``sigma`` rescales the
     distances for data of another scale.
+
+    Unlike the other losses it does not grow with t: p sums to one, so far
+    away it rises like ⟨p/σ, D̂⟩ with weights whose Laplacian has λ₂ ≲ 1/(σt),
+    while -α tr K̃ (17) falls like α⟨1/(2t), D̂⟩. At a fixed weight such as the
+    paper's 10 the pair is unbounded below beyond a few tens of points; the
+    stretch-curvature units of the solver (``stretch_curvature``) scale it
+    with t like the others.
     """
 
     name = "sne"
+    uses_sigma = True
 
     def __init__(self, target, sigma: float):
         super().__init__(target)
@@ -212,6 +265,19 @@ class SNELoss(Loss):
     def gradient(self, dhat):
         return (self._p - np.exp(self._log_transfer(dhat))) / self.sigma
 
+    def _normalised_sums(self, values):
+        """Σ p·values over each normalisation set of the transfer (the whole matrix)."""
+        return np.sum(self._p * values)
+
+    def stretch_curvature(self):
+        # Hessian (diag p - ppᵀ)/σ² per normalisation set: the p-variance of D, over σ²
+        spread = self._normalised_sums(self.target**2) - self._normalised_sums(self.target) ** 2
+        return float(np.sum(spread)) / self.sigma**2
+
+    def recession_weights(self):
+        # far away the log-normaliser tends to the constant of the diagonal (D̂_ii = 0), leaving Σ p D̂/σ
+        return self._p / self.sigma
+
 
 class RowSNELoss(SNELoss):
     """Row-wise SNE divergence, eq. (32) with the transfer (33), summed over rows i:
@@ -227,6 +293,9 @@ class RowSNELoss(SNELoss):
     def _log_transfer(self, distances):
         scaled = -distances / self.sigma
         return scaled - special.logsumexp(scaled, axis=1, keepdims=True)
+
+    def _normalised_sums(self, values):
+        return np.sum(self._p * values, axis=1)
 
 
 #: Public loss names → classes, in the paper's order.

@@ -4,7 +4,7 @@ Yu, Neufeld, Kiros, Zhang & Schuurmans, "Regularizers versus losses for
 nonlinear dimensionality reduction" (shared/papers/regularizers-vs-losses_…).
 Given t points with squared distances D, solve problem (14),
 
-    min_{K̃ = K̃ᵀ, K̃ ⪰ 0, K̃1 = 0}  L(D(K̃); D) + R(K̃),
+    min_{K̃ = K̃ᵀ, K̃ ⪰ 0, K̃1 = 0}  w · L(D(K̃); D) + R(K̃),
 
 for a loss L between squared-distance matrices (``losses.py``, §4.2) and a
 regularizer R (``regularizers.py``, §4.1 and §5), then truncate to the top d
@@ -12,18 +12,36 @@ eigenvalues, X̂ = Q_{1:d} Λ_{1:d}^½ (kernel PCA of K̃). (The paper prints th
 constraint as K̃1 = 1; the centring constraint K̃1 = 0 is the one under which
 Proposition 1 makes K̃ ↔ D(K̃) a bijection.)
 
-The solver is accelerated projected gradient descent (the paper's footnote 5,
-Tseng 2008; the variant of Auslender & Teboulle, whose iterates are convex
-combinations of feasible points, so the spectral regularizers are only ever
-evaluated at positive semidefinite matrices) with backtracking on the step
-size and a monotone restart. The projection onto {K̃ ⪰ 0, K̃1 = 0} centres the
-matrix and clips its negative eigenvalues. Loss gradients are taken in D̂ and
-chained to K̃ by the adjoint of the linear map (3). The partitioned
-regularizer (41), which is not convex, is minimised by alternating between P
-and K̃ as in Shaw & Jebara (2007).
+Loss scale. Table 1 of the paper "scaled the losses by 10" without saying in
+which units. Here the loss weight is w = ``loss_weight`` · tr K(D) / c_L, with
+c_L the loss's curvature under a uniform stretch of the data
+(``Loss.stretch_curvature``): then -α tr K̃ (17) stretches the data by a
+factor of about 1 + α/``loss_weight`` for every loss, whatever its own scale,
+σ or the number of points. In these units the SNE divergence (34), a KL
+divergence that stays O(1) as t grows, weighs as much as the extensive losses;
+at the raw weight 10 it is unbounded below with (17) for every data set of
+more than about 20 points (``check_bounded``), so that the paper's SNE
+reference column cannot be a converged minimum.
 
-Everything is dense t × t with an eigendecomposition per step: O(t³) per
-iteration, so the framework supports at most ``MAX_POINTS`` points.
+Solver. The paper uses accelerated projected (sub)gradient descent (footnote
+5). On these problems it needs thousands of steps (the local losses leave the
+unfolding directions almost without curvature) and its relative-change test
+stops it early while it is still creeping. Here K̃ = YYᵀ with Y centred and t × r
+(Burer & Monteiro), minimised over Y by L-BFGS-B: no projection, an
+eigendecomposition of the small r × r problem instead of the t × t one, and a
+quasi-Newton model of the flat directions. The problem in K̃ is convex, so a
+stationary Y is a global minimiser exactly when the certificate
+S = H ∇F(K̃) H ⪰ 0 holds (S Y = 0 is stationarity). If S has a negative
+eigenvalue the rank r was too small: its eigenvectors are added as new columns
+of Y and the descent goes on (``factored_lbfgs``). The partitioned regularizer
+(41), which is not convex, is minimised the same way, to a local minimum: its
+gradient γK̃ + βI - (α+β)P* (P* the projector on the top d eigenvectors, the
+minimiser over 𝒫) is that of the convex problem at fixed P, so each step is one
+of Shaw & Jebara's (2007) alternating K̃-steps with P updated continuously.
+
+Everything is dense t × t: O(t²r) per iteration plus one t × t partial
+eigendecomposition per certificate, so the framework supports at most
+``MAX_POINTS`` points.
 """
 
 from __future__ import annotations
@@ -32,27 +50,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, optimize
 from scipy.spatial import distance
 
-from ..embed import center_kernel, kernel_pca, top_eigenpairs
 from ..cellgraphs.logdet import check_dense_size
+from ..embed import center_kernel, kernel_pca, top_eigenpairs
+from ..validation import as_float_matrix, check_integer, check_positive
 from .losses import LOSSES, Loss, build_loss
 from .regularizers import (
     REGULARIZERS,
-    PartitionedRegularizer,
     Regularizer,
     SpectralRegularizer,
     build_regularizer,
     descending_eigh,
 )
-from ..validation import as_float_matrix, check_integer, check_positive
 
-#: Largest number of points the dense solver accepts (one t × t eigendecomposition per step).
+#: Largest number of points the dense solver accepts (t × t matrices at every step).
 MAX_POINTS = 2_000
-#: Decompositions compute only the wanted top eigenpairs (LAPACK syevr) when at most
-#: 1/LOW_RANK_FRACTION of them are wanted; beyond that the full divide-and-conquer solver is faster.
+#: Spectral gradients fetch only their top eigenvectors (LAPACK syevr) when at most
+#: 1/LOW_RANK_FRACTION of them are needed; beyond that the full divide-and-conquer solver is faster.
 LOW_RANK_FRACTION = 4
+#: The stopping test compares the decrease over this many iterations with ``tol``.
+WINDOW = 10
+#: Rank of the start factor (at most t - 1); the certificate raises it where the solution needs more.
+START_RANK = 32
+#: While the factor's rank can still grow, the certificate is checked at least this often.
+SEGMENT = 250
+#: The exponential and SNE losses weigh at least this many times the least weight that keeps (17) bounded.
+BOUNDED_MARGIN = 1.5
 
 
 # --- maps between data, kernel and distance matrices, eqs. (1)–(4) ---------------------------
@@ -91,63 +116,94 @@ def kernel_from_distances(distances: np.ndarray) -> np.ndarray:
     return -0.5 * center_kernel(distances)
 
 
-# --- projection onto {K ⪰ 0, K1 = 0} ---------------------------------------------------------
+# --- scale and boundedness of the loss -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Projection:
-    """A point of the feasible set with its eigendecomposition.
+def recession_connectivity(loss: Loss) -> float | None:
+    """λ₂ of the Laplacian of the loss's symmetrised recession weights W
+    (``Loss.recession_weights``), or ``None`` for the losses that grow quadratically.
 
-    ``values`` are all t eigenvalues in descending order (clipped at 0);
-    ``vectors`` the eigenvectors of the positive ones.
+    Far from D the loss grows like ⟨W, D(E)⟩ = 2⟨L_W, E⟩ along a kernel direction E,
+    so λ₂ is its slowest growth per unit tr E.
     """
+    weights = loss.recession_weights()
+    if weights is None:
+        return None
+    symmetric = (weights + weights.T) / 2.0
+    np.fill_diagonal(symmetric, 0.0)
+    laplacian = np.diag(symmetric.sum(axis=1)) - symmetric
+    return float(linalg.eigvalsh(laplacian, subset_by_index=[1, 1], check_finite=False)[0])
 
-    kernel: np.ndarray
-    values: np.ndarray
-    vectors: np.ndarray
 
+def loss_scale(loss: Loss, loss_weight: float, alpha: float = 0.0) -> float:
+    """The weight w on the loss: ``loss_weight`` · tr K(D) / c_L, the loss in units of its
+    uniform-stretch curvature c_L, raised where needed to BOUNDED_MARGIN times the
+    smallest weight that keeps -α tr K̃ (17) bounded below.
 
-def project_centered_psd(matrix: np.ndarray, *, rank_hint: int | None = None) -> Projection:
-    """Euclidean projection of a symmetric matrix onto {K ⪰ 0, K1 = 0}.
-
-    With V an orthonormal basis of 1⊥, the set is {V S Vᵀ : S ⪰ 0}, and
-    ||A - VSVᵀ||² is minimised by S = [VᵀAV]₊; V[VᵀAV]₊Vᵀ = [HAH]₊ since HAH
-    has the same eigenpairs plus (0, 1/√t). So: centre, then clip the negative
-    eigenvalues (one eigendecomposition). When ``rank_hint`` (the number of
-    positive eigenvalues expected, e.g. at the previous step) is small, only
-    the positive eigenpairs are computed (LAPACK syevr by value), which
-    costs little more than the tridiagonal reduction.
+    For K̃ = (1+ε)K(D) the loss is about w c_L ε²/2 and -α tr K̃ gains α ε tr K(D),
+    so (17) alone stretches the data by ε ≈ α/``loss_weight`` whatever the loss.
+    The exponential and SNE losses grow only linearly far away, and (17) with
+    them is bounded below iff 2wλ₂ ≥ α (:func:`check_bounded`); on data near
+    that edge (the sine surface at its default σ) the floor keeps the
+    reference of Table 1 finite. It depends on α, not on the regularizer, so
+    every regularizer is compared under the same loss.
     """
-    centred = center_kernel(matrix)
-    centred = (centred + centred.T) / 2.0
-    size = centred.shape[0]
-    if rank_hint is not None and rank_hint <= size // LOW_RANK_FRACTION:
-        positive_values, kept = linalg.eigh(centred, subset_by_value=[0.0, np.inf], check_finite=False)
-        positive_values, kept = positive_values[::-1], kept[:, ::-1]
-        values = np.concatenate([positive_values, np.zeros(size - positive_values.size)])
-    else:
-        values, vectors = descending_eigh(centred)
-        positive = int(np.count_nonzero(values > 0))
-        values = np.maximum(values, 0.0)
-        kept = vectors[:, :positive]
-        positive_values = values[:positive]
-    return Projection(kernel=(kept * positive_values) @ kept.T, values=values, vectors=kept)
+    curvature = loss.stretch_curvature()
+    size = float(np.trace(kernel_from_distances(loss.target)))
+    if not (curvature > 0 and size > 0):
+        raise ValueError(
+            f"The {loss.name!r} loss has no curvature on these data (all points coincide, or no "
+            "neighbour pair has a positive distance); there is nothing to embed."
+        )
+    scale = loss_weight * size / curvature
+    connectivity = recession_connectivity(loss)
+    if connectivity is not None and connectivity > 0 and alpha > 0:
+        scale = max(scale, BOUNDED_MARGIN * alpha / (2.0 * connectivity))
+    return scale
+
+
+def check_bounded(loss: Loss, scale: float, regularizer: Regularizer) -> None:
+    """Raise if w · L + R is unbounded below, before any work.
+
+    The exponential and SNE divergences grow only linearly far away:
+    w L(D(K̃ + sE)) ≈ s ⟨2wL_W, E⟩ (:func:`recession_connectivity`). The
+    distance-spreading regularizers, -α tr K̃ (17) and (19) = (41) with γ = 0,
+    gain at most α tr E along E, so the objective is bounded below exactly
+    when 2w λ₂(L_W) ≥ α (for (19) the worst direction is rank one). The other
+    regularizers grow quadratically. :func:`loss_scale` keeps w above this
+    edge whenever λ₂ > 0; what is left is data that the weights W split into
+    parts (λ₂ = 0).
+    """
+    spreading = regularizer.name == "neg_trace" or (regularizer.name == "partitioned" and regularizer.gamma == 0)
+    if not spreading or regularizer.alpha == 0:
+        return
+    connectivity = recession_connectivity(loss)
+    if connectivity is not None and 2.0 * scale * connectivity < regularizer.alpha:
+        needed = regularizer.alpha / (2.0 * scale * max(connectivity, 1e-300))
+        raise ValueError(
+            f"The {loss.name!r} loss grows only linearly between far-apart points, and with the "
+            f"{regularizer.name!r} regularizer the objective is unbounded below here (points would be "
+            f"pushed apart forever): it needs a loss_weight at least {needed:.3g} times larger, or a "
+            "larger sigma (more pairs held together), or a regularizer with gamma > 0 "
+            "(partitioned, completed_square, biconjugate)."
+        )
 
 
 # --- objective (14) --------------------------------------------------------------------------
 
 
 class _Objective:
-    """F(K) = L(D(K); D) + R(K) with its gradient in K (the loss chained through D*)."""
+    """F(K) = w L(D(K); D) + R(K) with its gradient in K (the loss chained through D*)."""
 
-    def __init__(self, loss: Loss, regularizer: Regularizer):
+    def __init__(self, loss: Loss, regularizer: Regularizer, scale: float = 1.0):
         self.loss = loss
         self.regularizer = regularizer
+        self.scale = float(scale)
         self.spectral = isinstance(regularizer, SpectralRegularizer)
 
     def value(self, kernel: np.ndarray, spectrum: np.ndarray | None = None) -> float:
         """F at a feasible K; ``spectrum`` (descending eigenvalues of K) saves a decomposition."""
-        value = self.loss.value(distances_from_kernel(kernel))
+        value = self.scale * self.loss.value(distances_from_kernel(kernel))
         if self.spectral:
             if spectrum is None:
                 spectrum = descending_eigh(kernel, vectors=False)
@@ -164,166 +220,164 @@ class _Objective:
             return top_eigenpairs(kernel, needed)[1]
         return descending_eigh(kernel)[1]
 
-    def value_and_gradient(self, kernel: np.ndarray) -> tuple[float, np.ndarray]:
+    def _with_spectrum(self, kernel, values, vectors) -> tuple[float, np.ndarray]:
         dhat = distances_from_kernel(kernel)
-        value = self.loss.value(dhat)
-        gradient = distances_adjoint(self.loss.gradient(dhat))
+        value = self.scale * self.loss.value(dhat)
+        gradient = self.scale * distances_adjoint(self.loss.gradient(dhat))
         if self.spectral:
-            values = descending_eigh(kernel, vectors=False)
             value += self.regularizer.value_from_spectrum(values)
-            gradient += self.regularizer.gradient_from_eigh(kernel, values, self._top_vectors(kernel, values))
+            gradient += self.regularizer.gradient_from_eigh(kernel, values, vectors)
         else:
             value += self.regularizer.value(kernel)
             gradient += self.regularizer.gradient(kernel)
         return value, gradient
 
+    def value_and_gradient(self, kernel: np.ndarray) -> tuple[float, np.ndarray]:
+        """F(K) and ∇F(K), a symmetric t × t matrix."""
+        if not self.spectral:
+            return self._with_spectrum(kernel, None, None)
+        values = descending_eigh(kernel, vectors=False)
+        return self._with_spectrum(kernel, values, self._top_vectors(kernel, values))
 
-def _initial_lipschitz(objective: _Objective, start: np.ndarray, gradient: np.ndarray) -> float:
-    """Secant estimate of the gradient's Lipschitz constant near ``start``.
-
-    Backtracking corrects it; a good first guess saves projections."""
-    size = np.linalg.norm(gradient)
-    if size == 0:
-        return 1.0
-    step = 1e-3 * max(np.linalg.norm(start), 1.0) / size
-    moved = project_centered_psd(start - step * gradient).kernel
-    shift = np.linalg.norm(moved - start)
-    if shift == 0:
-        return 1.0
-    change = np.linalg.norm(objective.value_and_gradient(moved)[1] - gradient)
-    return max(change / shift, 1e-12)
+    def factored(self, factor: np.ndarray) -> tuple[float, np.ndarray]:
+        """F(YYᵀ) and ∇F(YYᵀ) for a centred t × r factor Y; the eigenpairs of YYᵀ come
+        from the thin SVD of Y, O(tr²)."""
+        kernel = factor @ factor.T
+        if not self.spectral:
+            return self._with_spectrum(kernel, None, None)
+        left, singular, _ = linalg.svd(factor, full_matrices=False, check_finite=False)
+        values = np.zeros(factor.shape[0])
+        values[: singular.size] = singular**2
+        return self._with_spectrum(kernel, values, left)
 
 
-def _relative_change(previous: float, current: float) -> float:
-    scale = max(abs(previous), abs(current))
-    return 0.0 if scale == 0 else abs(previous - current) / scale
+# --- the factored solver ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class SolverResult:
-    """Result of :func:`accelerated_projected_gradient`."""
+    """Result of :func:`factored_lbfgs`."""
 
-    kernel: np.ndarray
+    factor: np.ndarray
     objective: np.ndarray
     n_iter: int
     converged: bool
 
+    @property
+    def kernel(self) -> np.ndarray:
+        return self.factor @ self.factor.T
 
-def accelerated_projected_gradient(
+
+def start_factor(kernel: np.ndarray, rank: int) -> np.ndarray:
+    """A t × r start Y with YYᵀ ≈ K for a centred PSD K: Q_r Λ_r^½, with the eigenvalues
+    below 10⁻³ λ₁/t raised to that floor so that every column can move (a zero
+    column has zero gradient)."""
+    values, vectors = descending_eigh((kernel + kernel.T) / 2.0)
+    floor = 1e-3 * max(values[0], 1e-300) / kernel.shape[0]
+    return vectors[:, :rank] * np.sqrt(np.maximum(values[:rank], floor))
+
+
+def _stalled(trace: list[float], tol: float) -> bool:
+    """The last WINDOW iterations lowered F by at most ``tol`` per iteration, relative to
+    |F| or, when F is near 0, to the whole decrease so far."""
+    if len(trace) <= WINDOW:
+        return False
+    scale = max(abs(trace[-1]), trace[0] - trace[-1])
+    return trace[-1 - WINDOW] - trace[-1] <= tol * WINDOW * scale
+
+
+def _negative_directions(objective: _Objective, factor: np.ndarray, count: int, tol: float) -> np.ndarray:
+    """Eigenvectors of S = H∇F(YYᵀ)H with eigenvalues below -√tol·‖S‖₂ (at most ``count``):
+    the directions along which a larger rank lowers F; none at a global minimum."""
+    gradient = objective.factored(factor)[1]
+    certificate = center_kernel((gradient + gradient.T) / 2.0)
+    size = certificate.shape[0]
+    low, vectors = linalg.eigh(certificate, subset_by_index=[0, count - 1], check_finite=False)
+    high = linalg.eigvalsh(certificate, subset_by_index=[size - 1, size - 1], check_finite=False)[0]
+    norm = max(abs(low[0]), abs(high))
+    return vectors[:, low < -np.sqrt(tol) * norm]
+
+
+def factored_lbfgs(
     objective: _Objective,
-    start: np.ndarray,
+    factor: np.ndarray,
     *,
     maxiter: int,
     tol: float,
     callback: Callable[[int, float], None] | None = None,
 ) -> SolverResult:
-    """Minimise F over {K ⪰ 0, K1 = 0} by accelerated projected gradient descent.
+    """Minimise F(YYᵀ) over centred t × r factors Y by L-BFGS-B, raising r until
+    the certificate S = H∇F H ⪰ 0 proves the minimum global.
 
-    Auslender–Teboulle's variant in Tseng (2008): with θ₀ = 1 and x₀ = z₀ the
-    (feasible) start, each step is
-
-        y = (1-θ)x + θz,   z⁺ = Π(z - ∇F(y)/(θℓ)),   x⁺ = (1-θ)x + θz⁺,
-        θ⁺ = (√(θ⁴ + 4θ²) - θ²)/2,
-
-    so x, y and z stay feasible. ℓ is doubled until the quadratic upper bound
-    F(x⁺) ≤ F(y) + ⟨∇F(y), x⁺-y⟩ + ℓ/2||x⁺-y||² holds and relaxed by 10 %
-    after each accepted step. If a step would raise F, the momentum is reset
-    (θ = 1, z = x): a plain projected gradient step then follows, which
-    never raises F, so the recorded objective is non-increasing. Stops when
-    the relative change of F falls below ``tol`` or after ``maxiter`` steps.
+    ``factor`` is the start (:func:`start_factor`). The descent stops when the
+    last WINDOW iterations lowered F by at most ``tol`` per iteration
+    (relative), when L-BFGS-B can make no more progress, or after ``maxiter``
+    iterations over all ranks. While r < t - 1 the certificate is checked at
+    every stop and every SEGMENT iterations: eigenvectors v of S with
+    eigenvalues below -√tol·‖S‖ are appended as columns √τ·v with τ small
+    enough that F drops (F changes by τ vᵀSv < 0 to first order), and the
+    descent goes on. The recorded objective, F after each iteration, never
+    increases.
     """
-    x = z = start
-    x_value = objective.value(start)
-    rank = None
-    theta = 1.0
-    lipschitz = None
-    trace: list[float] = []
+    size = factor.shape[0]
+    factor = factor - factor.mean(axis=0)
+    trace: list[float] = [objective.factored(factor)[0]]
     converged = False
-    for step in range(maxiter):
-        y = z if theta == 1.0 else (1.0 - theta) * x + theta * z
-        y_value, y_gradient = objective.value_and_gradient(y)
-        if lipschitz is None:
-            lipschitz = _initial_lipschitz(objective, y, y_gradient)
-        while True:
-            projected = project_centered_psd(z - y_gradient / (theta * lipschitz), rank_hint=rank)
-            if theta == 1.0:
-                x_new = projected.kernel
-                new_value = objective.value(x_new, projected.values)
-            else:
-                x_new = (1.0 - theta) * x + theta * projected.kernel
-                new_value = objective.value(x_new)
-            move = x_new - y
-            bound = y_value + float(np.vdot(y_gradient, move)) + 0.5 * lipschitz * float(np.vdot(move, move))
-            if new_value <= bound + 1e-12 * max(abs(y_value), abs(new_value)):
-                break
-            lipschitz *= 2.0
-        if new_value > x_value and theta < 1.0:
-            theta, z = 1.0, x  # restart: momentum has overshot
-            continue
-        previous = x_value
-        x, z, x_value = x_new, projected.kernel, new_value
-        rank = projected.vectors.shape[1]
-        theta = (np.sqrt(theta**4 + 4.0 * theta**2) - theta**2) / 2.0
-        lipschitz *= 0.9
-        trace.append(x_value)
+    state = {"stalled": False}
+
+    def value_and_gradient(flat, rank):
+        current = flat.reshape(size, rank)
+        current = current - current.mean(axis=0)
+        value, gradient = objective.factored(current)
+        step = 2.0 * (gradient @ current)
+        return value, (step - step.mean(axis=0)).ravel()
+
+    def record(intermediate_result):
+        trace.append(float(intermediate_result.fun))
         if callback is not None:
-            callback(len(trace), x_value)
-        if _relative_change(previous, x_value) < tol:
-            converged = True
-            break
-    if not trace:
-        trace.append(x_value)
-    return SolverResult(kernel=x, objective=np.asarray(trace), n_iter=step + 1, converged=converged)
+            callback(len(trace) - 1, trace[-1])
+        if _stalled(trace, tol):
+            state["stalled"] = True
+            raise StopIteration
 
-
-def _top_projector(kernel: np.ndarray, n_components: int) -> np.ndarray:
-    """The projector on the top d eigenvectors: the minimising P ∈ 𝒫 in (19)/(41)."""
-    vectors = top_eigenpairs(kernel, n_components)[1]
-    return vectors @ vectors.T
-
-
-def alternating_partition(
-    loss: Loss,
-    regularizer: PartitionedRegularizer,
-    start: np.ndarray,
-    *,
-    maxiter: int,
-    tol: float,
-    callback: Callable[[int, float], None] | None = None,
-) -> SolverResult:
-    """Minimise L + R₅ (41) by alternating minimisation over P and K̃.
-
-    P-step: P = projector on the top d eigenvectors of K̃ (the exact minimiser
-    over 𝒫). K̃-step: the convex problem with P fixed, by
-    :func:`accelerated_projected_gradient` from the previous K̃. Each round
-    cannot raise L + R₅, but the result is only a local solution (R₅ is not
-    convex; Shaw & Jebara 2007). ``maxiter`` bounds the gradient steps of all
-    rounds together; the recorded objective is L + R₅ after each round, and
-    ``n_iter`` counts the gradient steps.
-    """
-    full = _Objective(loss, regularizer)
-    kernel = start
-    value = full.value(kernel)
-    trace: list[float] = []
-    steps, converged = 0, False
-    while steps < maxiter:
-        inner = accelerated_projected_gradient(
-            _Objective(loss, regularizer.fixed(_top_projector(kernel, regularizer.n_components))),
-            kernel,
-            maxiter=maxiter - steps,
-            tol=tol,
+    while len(trace) - 1 < maxiter:
+        rank = factor.shape[1]
+        budget = maxiter - (len(trace) - 1)
+        segment = budget if rank >= size - 1 else min(budget, SEGMENT)
+        before = len(trace)
+        state["stalled"] = False
+        result = optimize.minimize(
+            value_and_gradient, factor.ravel(), args=(rank,), jac=True, method="L-BFGS-B", callback=record,
+            options={"maxiter": segment, "maxfun": 4 * segment, "ftol": 0.0, "gtol": 0.0, "maxcor": 20},
         )
-        steps += inner.n_iter
-        kernel, previous, value = inner.kernel, value, full.value(inner.kernel)
-        trace.append(value)
-        if callback is not None:
-            callback(steps, value)
-        if _relative_change(previous, value) < tol:
+        factor = result.x.reshape(size, rank)
+        factor = factor - factor.mean(axis=0)
+        if not np.isfinite(trace[-1]):
+            break
+        done = state["stalled"] or len(trace) - before < segment  # stalled, or L-BFGS-B could go no further
+        if rank < size - 1:
+            directions = _negative_directions(objective, factor, min(size - 1 - rank, max(rank, 1), 32), tol)
+            grown = _grow(objective, factor, directions, trace[-1]) if directions.shape[1] else None
+            if grown is not None:
+                factor = grown
+                continue
+        if done:
             converged = True
             break
-    if not trace:
-        trace.append(value)
-    return SolverResult(kernel=kernel, objective=np.asarray(trace), n_iter=steps, converged=converged)
+    return SolverResult(factor=factor, objective=np.asarray(trace[1:] or trace), n_iter=len(trace) - 1,
+                        converged=converged)
+
+
+def _grow(objective: _Objective, factor: np.ndarray, directions: np.ndarray, value: float) -> np.ndarray | None:
+    """[Y, √τ·V] for the largest τ = 10⁻³ tr(YYᵀ)/k · 10^(-j) that lowers F."""
+    directions = directions - directions.mean(axis=0)
+    size = max(float(np.sum(factor**2)), 1e-12) * 1e-3 / directions.shape[1]
+    for _ in range(12):
+        grown = np.hstack([factor, np.sqrt(size) * directions])
+        if objective.factored(grown)[0] < value:
+            return grown
+        size /= 10.0
+    return None
 
 
 # --- the public core entry point -------------------------------------------------------------
@@ -342,14 +396,21 @@ class ConvexEmbeddingResult:
     eigenvalues
         All t eigenvalues of K̃, descending (round-off below 0 clipped).
     objective
-        Objective (14) after each iteration (for ``partitioned``: after each
-        alternating round).
+        Objective w L + R of (14) after each iteration.
     n_iter, converged
-        Gradient steps taken; whether the relative change fell below ``tol``.
+        Iterations taken; whether the stopping test and the certificate S ⪰ 0
+        were met before ``maxiter`` (for ``partitioned``, not convex, S ⪰ 0
+        shows a local minimum only).
     reconstruction_loss
-        L(D(X̂X̂ᵀ); D), the paper's quality figure for the truncated solution.
+        L(D(X̂X̂ᵀ); D), the paper's quality figure for the truncated solution
+        (the loss itself, without the weight w).
     loss_value, regularizer_value
         L(D(K̃); D) and R(K̃) at the solution, before truncation.
+    sigma
+        The σ used by the exponential and SNE losses (resolved default; NaN
+        for the losses without one).
+    loss_scale
+        The weight w = ``loss_weight`` · tr K(D) / c_L on the loss.
     """
 
     embedding: np.ndarray
@@ -361,11 +422,26 @@ class ConvexEmbeddingResult:
     reconstruction_loss: float
     loss_value: float
     regularizer_value: float
+    sigma: float
+    loss_scale: float
 
 
 def reconstruction_loss(loss: Loss, embedding: np.ndarray) -> float:
     """L(D(X̂X̂ᵀ); D): how well the truncated points reproduce the target (§6)."""
     return loss.value(distances_from_data(embedding))
+
+
+def neighbour_scale(target: np.ndarray, n_neighbors: int) -> float:
+    """The median squared distance from a point to its ``n_neighbors``-th nearest
+    neighbour: the default σ of the exponential and SNE losses, so that their
+    transfer exp(-D/σ) spans a neighbourhood whatever the units."""
+    kth = np.partition(target, n_neighbors, axis=1)[:, n_neighbors]  # column 0 is the point itself
+    scale = float(np.median(kth))
+    if scale <= 0:
+        scale = float(kth[kth > 0].mean()) if np.any(kth > 0) else 0.0
+    if scale <= 0:
+        raise ValueError("All points coincide with their neighbours; sigma cannot be chosen from the data.")
+    return scale
 
 
 def convex_embedding(
@@ -378,9 +454,10 @@ def convex_embedding(
     alpha: float = 1.0,
     beta: float = 0.1,
     gamma: float = 1e-3,
-    sigma: float = 1.0,
-    maxiter: int = 300,
-    tol: float = 1e-5,
+    sigma: float | None = None,
+    loss_weight: float = 10.0,
+    maxiter: int = 1000,
+    tol: float = 1e-6,
     callback: Callable[[int, float], None] | None = None,
 ) -> ConvexEmbeddingResult:
     """Solve (14) for K̃ and truncate it to d dimensions.
@@ -401,18 +478,27 @@ def convex_embedding(
         ``"partitioned"`` (41; γ = 0 gives 19), ``"completed_square"`` (42),
         ``"biconjugate"`` (44).
     n_neighbors
-        k of the neighbourhood N(D) of the ``"mvu"`` loss (29), symmetrised
-        (ignored by the other losses).
+        k of the neighbourhood N(D) of the ``"mvu"`` loss (29), symmetrised,
+        and of the default σ.
     alpha, beta, gamma
         α ≥ 0 spreads the top d directions (17, 19, 41–44), β ≥ 0 shrinks the
         rest (16, 19, 41–44), γ the quadratic smoother of (41)–(44) (> 0 for
         ``completed_square`` and ``biconjugate``, ≥ 0 for ``partitioned``).
+        The spectral regularizers pull the top d eigenvalues of K̃ towards α/γ.
     sigma
         σ > 0, the scale of the exponential in ``"exp_bregman"`` (31) and of the
-        transfers in ``"sne"``/``"sne_rows"`` (p ∝ exp(-D/σ); the paper has σ = 1).
+        transfers p ∝ exp(-D/σ) of ``"sne"``/``"sne_rows"``. Default: the median
+        squared distance from a point to its ``n_neighbors``-th neighbour.
+    loss_weight
+        The loss weight in units of its uniform-stretch curvature
+        (:func:`loss_scale`): (17) alone stretches the data by about
+        α/``loss_weight``. Default 10, the "losses scaled by 10" of Table 1. For
+        the exponential and SNE losses it is raised where needed to keep (17)
+        bounded with a margin (BOUNDED_MARGIN).
     maxiter, tol
-        At most ``maxiter`` projected gradient steps; stop when the relative
-        change of the objective falls below ``tol``.
+        At most ``maxiter`` L-BFGS iterations; stop when the last 10 lowered the
+        objective by at most ``tol`` per iteration (relative) and the
+        optimality certificate holds.
     callback
         Called as ``callback(iteration, objective)`` after each iteration.
     """
@@ -428,31 +514,37 @@ def convex_embedding(
     n_components = check_integer(
         "n_components", n_components, low=1, high=n_points - 1, role="target dimension d, below the number of points"
     )
+    uses_sigma = LOSSES[loss].uses_sigma
     n_neighbors = check_integer(
-        "n_neighbors", n_neighbors, low=1, high=n_points - 1 if loss == "mvu" else None, role="k of the mvu loss"
+        "n_neighbors", n_neighbors, low=1, high=n_points - 1 if loss == "mvu" or (uses_sigma and sigma is None) else None,
+        role="neighbourhood size of the mvu loss and of the default sigma",
     )
     alpha = check_positive("alpha", alpha, role="weight spreading the top d directions", allow_zero=True)
     beta = check_positive("beta", beta, role="weight shrinking the other directions", allow_zero=True)
     gamma = check_positive("gamma", gamma, role="quadratic smoother of eq. (41)", allow_zero=True)
-    sigma = check_positive("sigma", sigma, role="scale of the exponential losses")
+    if sigma is not None:
+        sigma = check_positive("sigma", sigma, role="scale of the exponential losses")
+    loss_weight = check_positive("loss_weight", loss_weight, role="weight of the loss in stretch-curvature units")
     maxiter = check_integer("maxiter", maxiter, low=1)
     tol = check_positive("tol", tol)
 
     target = distances_from_data(points)
+    if not uses_sigma:
+        sigma = np.nan
+    elif sigma is None:
+        sigma = neighbour_scale(target, n_neighbors)
     loss_function = build_loss(loss, target, points=points, n_neighbors=n_neighbors, sigma=sigma)
     penalty = build_regularizer(regularizer, n_components, alpha=alpha, beta=beta, gamma=gamma)
-    start = kernel_from_distances(target)  # the data's own centred kernel, H X Xᵀ H
-    if isinstance(penalty, PartitionedRegularizer):
-        solved = alternating_partition(loss_function, penalty, start, maxiter=maxiter, tol=tol, callback=callback)
-    else:
-        solved = accelerated_projected_gradient(
-            _Objective(loss_function, penalty), start, maxiter=maxiter, tol=tol, callback=callback
-        )
+    scale = loss_scale(loss_function, loss_weight, alpha)
+    check_bounded(loss_function, scale, penalty)
+    # the data's own centred kernel H X Xᵀ H, plus small room in START_RANK directions
+    start = start_factor(kernel_from_distances(target), min(n_points - 1, max(START_RANK, 4 * n_components)))
+    solved = factored_lbfgs(_Objective(loss_function, penalty, scale), start, maxiter=maxiter, tol=tol,
+                            callback=callback)
     if not np.all(np.isfinite(solved.objective)):
         raise ValueError(
-            f"The objective of {loss!r} + {regularizer!r} became non-finite; the problem may be unbounded "
-            "(e.g. a disconnected neighbourhood graph with a distance-spreading regularizer). "
-            "Increase n_neighbors or lower alpha."
+            f"The objective of {loss!r} + {regularizer!r} became non-finite; the problem may be unbounded. "
+            "Raise loss_weight or sigma, or choose a regularizer with gamma > 0."
         )
     kernel = solved.kernel
     spectrum = np.maximum(descending_eigh(kernel, vectors=False), 0.0)
@@ -467,4 +559,6 @@ def convex_embedding(
         reconstruction_loss=reconstruction_loss(loss_function, embedding),
         loss_value=loss_function.value(distances_from_kernel(kernel)),
         regularizer_value=penalty.value(kernel),
+        sigma=float(sigma),
+        loss_scale=float(scale),
     )

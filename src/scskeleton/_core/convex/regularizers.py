@@ -186,7 +186,8 @@ class PartitionedRegularizer(SpectralRegularizer):
 
     which with γ = 0 is Shaw & Jebara's (19): spread the top d directions,
     shrink the rest. Not convex; the minimising P is the projector on the top
-    d eigenvectors. The solver alternates between P and K̃ (:meth:`fixed`).
+    d eigenvectors, and the gradient is that of the objective at this fixed P
+    (Danskin), so the solver reaches a local minimum.
     """
 
     name = "partitioned"
@@ -202,33 +203,6 @@ class PartitionedRegularizer(SpectralRegularizer):
         weights[: self.n_components] = -(self.alpha + self.beta)
         return self.gamma, self.beta, weights
 
-    def fixed(self, projector: np.ndarray) -> "FixedPartition":
-        """The convex K̃-step of the alternating minimisation: (41) at a fixed P."""
-        return FixedPartition(self, projector)
-
-
-class FixedPartition(Regularizer):
-    """γ/2 tr K̃² + β tr K̃ - (α+β) tr(PK̃) for a fixed P ∈ 𝒫: the objective of
-    (41) before the minimum over P, convex and smooth in K̃."""
-
-    name = "partitioned (fixed P)"
-
-    def __init__(self, parent: PartitionedRegularizer, projector: np.ndarray):
-        super().__init__(parent.n_components, alpha=parent.alpha, beta=parent.beta, gamma=parent.gamma)
-        self.projector = projector
-
-    def value(self, kernel):
-        return (
-            0.5 * self.gamma * float(np.vdot(kernel, kernel))
-            + self.beta * float(np.trace(kernel))
-            - (self.alpha + self.beta) * float(np.vdot(self.projector, kernel))
-        )
-
-    def gradient(self, kernel):
-        gradient = self.gamma * kernel - (self.alpha + self.beta) * self.projector
-        gradient[np.diag_indices_from(gradient)] += self.beta
-        return gradient
-
 
 class CompletedSquareRegularizer(SpectralRegularizer):
     """Completed-square relaxation of (41), eq. (42):
@@ -241,6 +215,12 @@ class CompletedSquareRegularizer(SpectralRegularizer):
     Danskin's theorem R₆ is differentiable with gradient βI + γ(K̃ - cP*), so
     the solver minimises over K̃ and P jointly to a global optimum. Bounds
     (§5.1): R₆ - d(α+β)²/(2γ) ≤ R₅ ≤ R₆.
+
+    Where the eigenvalues of K̃ stay below about c, P* spreads over all t
+    directions (θ < 0 below) and R₆ = β tr K̃ + γ/(2t)(cd - tr K̃)² up to the
+    capped terms: a trace penalty of slope β - (α+β)d/t, which shrinks K̃ like
+    (16) whenever t > (α+β)d/β (22 points for Table 1's parameters). Only
+    eigenvalues near c make it spread the top d directions.
     """
 
     name = "completed_square"
