@@ -8,6 +8,7 @@ Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None`
 """
 
 from ._cell_graph import cell_graph
+from ._dendrogram import dendrogram
 from ._fates import fates
 from ._graph import adjacency, convergence
 from ._modules import module_heatmap, modules
@@ -20,6 +21,7 @@ __all__ = [
     "branch_heatmap",
     "cell_graph",
     "convergence",
+    "dendrogram",
     "fates",
     "module_heatmap",
     "modules",

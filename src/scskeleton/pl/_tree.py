@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from scipy import sparse
 
 from .._schema import StoredGraph, cell_assignment, cell_coordinates, read_graph
-from ._utils import check_components, finish, new_axes, resolve_basis, scatter_cells
+from ._utils import check_components, finish, panel_grid, resolve_basis, scatter_cells
 
 #: The gid of the edge collection, so that code (and tests) can find the graph's edges.
 EDGES_GID = "scskeleton_edges"
@@ -30,7 +30,7 @@ def tree(
     key: str = "ddrtree",
     *,
     basis: str | None = None,
-    color: str | None = None,
+    color: str | Sequence[str] | None = None,
     components: Sequence[int] = (0, 1),
     show_nodes: bool = True,
     show_branch_points: bool = True,
@@ -38,12 +38,13 @@ def tree(
     edge_color: str = "black",
     edge_width: float = 1.0,
     size: float | None = None,
+    ncols: int = 4,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
     **scatter_kwargs,
-) -> Figure | Axes | None:
+) -> Figure | Axes | list[Axes] | None:
     """Scatter the cells with the learned graph drawn on top.
 
     Cells are drawn by :func:`scanpy.pl.embedding`; the graph's edges as one
@@ -71,7 +72,8 @@ def tree(
         ``(Rᵀ X_basis) / (Rᵀ 1)`` with ``R = obsm[f"{key}_assignment"]``; nodes
         without assignment mass are left out, together with their edges.
     color
-        An ``.obs`` column or a gene name to colour the cells by; ``None``
+        An ``.obs`` column or a gene name to colour the cells by, or a list of
+        them for one panel each (as in :func:`scanpy.pl.embedding`); ``None``
         draws them in grey.
     components
         The two 0-based columns of the basis to plot. Default ``(0, 1)``.
@@ -92,8 +94,10 @@ def tree(
     size
         Cell marker size, as in :func:`scanpy.pl.embedding` (default
         ``120000 / n_cells``).
+    ncols
+        Panels per row when ``color`` is a list.
     ax
-        Draw into this Axes instead of a new figure.
+        Draw into this Axes instead of a new figure (one colour only).
     show
         Show the figure; ``None`` shows it only when matplotlib is interactive.
     save
@@ -106,33 +110,38 @@ def tree(
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    The Figure when ``return_fig=True``, else the Axes (a list of Axes for
+    several colours) when ``show=False``, else ``None``.
     """
     graph = read_graph(adata, key)
     support = _support(adata.uns[key], graph, show_support)
     gap_edges = gap_edges_of(adata.uns[key], graph)
     space, coordinates, (first, second), nodes, drawn = graph_in_basis(adata, graph, basis, components)
 
-    fig, ax, created = new_axes(ax)
-    kwargs = dict(scatter_kwargs)
-    if color is None and "title" not in kwargs:
-        kwargs["title"] = key if graph.method in ("", key) else f"{key} ({graph.method})"
-    scatter_cells(
-        adata,
-        coordinates,
-        basis=space,
-        components=(first, second),
-        color=color,
-        ax=ax,
-        scatter_kwargs={"size": size, **kwargs},
-    )
-    draw_graph(ax, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
-               show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
-               gap_edges=gap_edges)
-    if support is not None:
-        _draw_support(ax, nodes, drawn, *support, color=edge_color)
-    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+    colors = [color] if color is None or isinstance(color, str) else list(color)
+    if not colors:
+        raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(6.4, 4.8), what="colour")
+    for panel, name in zip(panels, colors):
+        kwargs = dict(scatter_kwargs)
+        if name is None and "title" not in kwargs:
+            kwargs["title"] = key if graph.method in ("", key) else f"{key} ({graph.method})"
+        scatter_cells(
+            adata,
+            coordinates,
+            basis=space,
+            components=(first, second),
+            color=name,
+            ax=panel,
+            scatter_kwargs={"size": size, **kwargs},
+        )
+        draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
+                   show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
+                   gap_edges=gap_edges)
+        if support is not None:
+            _draw_support(panel, nodes, drawn, *support, color=edge_color)
+    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
+                  return_fig=return_fig)
 
 
 def graph_in_basis(

@@ -1,0 +1,270 @@
+"""``pl.dendrogram``: the trajectory as a subway map, pseudotime along one axis."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from anndata import AnnData
+from matplotlib import ticker
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+
+from .._schema import StoredGraph, pseudotime_key, read_graph, segment_key
+from ._utils import finish, panel_grid, scatter_cells
+
+#: The gid of the segment lines (one per ``uns[key]["segments"]`` entry, in the order of the ids).
+SEGMENTS_GID = "scskeleton_dendrogram_segments"
+#: The gid of the connectors drawn at the forks, from a parent's end to each child's line.
+CONNECTORS_GID = "scskeleton_dendrogram_connectors"
+#: The gid of the milestone labels.
+MILESTONES_GID = "scskeleton_dendrogram_milestones"
+#: Half the spread of the cells around their segment's line, in units of the gap between two leaves.
+JITTER = 0.15
+#: Fixed seed of the jitter: the same data give the same picture, pixel for pixel.
+JITTER_SEED = 0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each segment is drawn: its pseudotime span and its position across the pseudotime axis."""
+
+    ids: list[str]  # segment ids, in the order of the lines
+    start: np.ndarray  # pseudotime of each segment's first node
+    end: np.ndarray  # pseudotime of each segment's last node
+    position: np.ndarray  # across the pseudotime axis; leaves at 0, 1, 2, …
+    parent: list[int | None]  # index of the parent segment, None for one that starts at a root
+
+
+def dendrogram(
+    adata: AnnData,
+    key: str = "ddrtree",
+    *,
+    color: str | Sequence[str] | None = None,
+    orientation: str = "horizontal",
+    show_labels: bool = True,
+    edge_color: str = "black",
+    edge_width: float = 2.0,
+    ncols: int = 4,
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+    **scatter_kwargs,
+) -> Figure | Axes | list[Axes] | None:
+    """The trajectory drawn as a dendrogram, with the cells along their segments.
+
+    Each segment of ``uns[key]["segments"]`` is a straight line spanning its
+    pseudotime, the pseudotime of its nodes measured along the tree from the
+    root. Leaf segments lie side by side in depth-first order and each fork
+    sits centred over its children, so no two branches overlap; connectors
+    join a parent's end to its children. Milestones (``uns[key]["milestones"]``)
+    are marked and named. Each cell sits on its segment
+    (``obs[f"{key}_segment"]``) at its pseudotime (``obs[f"{key}_pseudotime"]``),
+    with a small jitter across the line from a fixed seed; cells with NaN
+    pseudotime (outside every rooted component) are not drawn. Several
+    connected components, one root each, are drawn one below the other;
+    components without a root are left out.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``sks.tl.pseudotime(adata, key)`` has run.
+    key
+        Key of the graph, e.g. ``"ddrtree"``.
+    color
+        An ``.obs`` column or a gene name to colour the cells by, or a list of
+        them for one panel each. Default: the segment.
+    orientation
+        ``"horizontal"``: pseudotime runs left to right; ``"vertical"``: top
+        to bottom.
+    show_labels
+        Write each milestone's name next to it.
+    edge_color
+        Colour of the segment lines, connectors and milestone markers.
+    edge_width
+        Line width of the segments and connectors, in points.
+    ncols
+        Panels per row when ``color`` is a list.
+    ax
+        Draw into this Axes instead of a new figure (one colour only).
+    show
+        Show the figure; ``None`` shows it only when matplotlib is interactive.
+    save
+        File path to write the figure to (format from the extension).
+    return_fig
+        Return the Figure.
+    **scatter_kwargs
+        Passed to :func:`scanpy.pl.embedding` (``size``, ``palette``, ``cmap``,
+        ``use_raw``, ``layer``, …).
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes (a list of Axes for
+    several colours) when ``show=False``, else ``None``.
+    """
+    if orientation not in ("horizontal", "vertical"):
+        raise ValueError(f"orientation must be 'horizontal' or 'vertical'; got {orientation!r}.")
+    graph = read_graph(adata, key)
+    entry = adata.uns[key]
+    missing = [name for name in (pseudotime_key(key), segment_key(key)) if name not in adata.obs]
+    if "segments" not in entry or missing:
+        raise KeyError(
+            f"No trajectory on {key!r} (adata.obs lacks {missing or 'nothing'}, segments in uns: "
+            f"{'segments' in entry}); run sks.tl.pseudotime(adata, {key!r}) first "
+            f"(after choosing a root with sks.tl.root)."
+        )
+    colors = [segment_key(key)] if color is None else [color] if isinstance(color, str) else list(color)
+    if not colors:
+        raise ValueError("color is empty; name an .obs column or gene, or pass None for the segment.")
+    layout = segment_layout(entry, graph)
+    coordinates = _cell_coordinates(adata, key, layout)
+    # scanpy's embedding draws columns (first, second) as (x, y): swapping them turns the map.
+    dims = (0, 1) if orientation == "horizontal" else (1, 0)
+
+    long_side = 1.5 + 0.5 * max(len(layout.ids), 3)
+    size = (6.4, long_side * 0.6) if orientation == "horizontal" else (long_side * 0.6 + 1.5, 5.0)
+    fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=size, what="colour")
+    for panel, name in zip(panels, colors):
+        scatter_cells(adata, coordinates, basis="X_dendrogram", components=dims, color=name, ax=panel,
+                      scatter_kwargs=scatter_kwargs)
+        _draw_layout(panel, entry, graph, layout, dims, edge_color=edge_color, edge_width=edge_width,
+                     show_labels=show_labels)
+        _axes_labels(panel, key, orientation)
+    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
+                  return_fig=return_fig)
+
+
+def segment_layout(entry, graph: StoredGraph) -> Layout:
+    """Pseudotime span and position of every segment of a rooted tree (or forest, one root per tree).
+
+    A segment's parent is the one that ends at its first node. Node
+    pseudotime is read off the stored nodes along the segments' paths (the
+    sum of Euclidean edge lengths from the root, which is what
+    ``tl.pseudotime`` measures on a tree), so the lines and the cells agree.
+    """
+    ids = sorted(entry["segments"], key=lambda name: (len(str(name)), str(name)))
+    paths = [np.asarray(entry["segments"][name], dtype=np.intp).ravel() for name in ids]
+    ends: dict[int, list[int]] = {}
+    for index, path in enumerate(paths):
+        ends.setdefault(int(path[-1]), []).append(index)
+    parent: list[int | None] = []
+    for index, path in enumerate(paths):
+        into = ends.get(int(path[0]), [])
+        if len(into) > 1:
+            raise ValueError(
+                f"Segments {[ids[i] for i in into]} of {graph.key!r} all end at node {int(path[0])}, so the "
+                "trajectory is not a tree directed away from one root per component; pl.dendrogram draws trees "
+                "only. Use sks.pl.tree or sks.pl.pseudotime."
+            )
+        parent.append(into[0] if into else None)
+    children: list[list[int]] = [[] for _ in paths]
+    for index, up in enumerate(parent):
+        if up is not None:
+            children[up].append(index)
+
+    roots = set(np.asarray(graph.roots).tolist())
+    tops = [index for index, up in enumerate(parent) if up is None and int(paths[index][0]) in roots]
+    lengths = [float(np.linalg.norm(np.diff(graph.nodes[path], axis=0), axis=1).sum()) for path in paths]
+    start = np.full(len(paths), np.nan)
+    end = np.full(len(paths), np.nan)
+    position = np.full(len(paths), np.nan)
+    next_leaf = 0.0
+
+    def place(index: int, begin: float) -> float:
+        # Depth-first, so the leaves under one fork get neighbouring positions and never interleave.
+        nonlocal next_leaf
+        start[index], end[index] = begin, begin + lengths[index]
+        if children[index]:
+            below = [place(child, end[index]) for child in children[index]]
+            position[index] = (min(below) + max(below)) / 2.0
+        else:
+            position[index], next_leaf = next_leaf, next_leaf + 1.0
+        return position[index]
+
+    if not tops:
+        raise ValueError(f"No segment of {graph.key!r} starts at its root; rerun sks.tl.pseudotime(adata, {graph.key!r}).")
+    for top in tops:
+        place(top, 0.0)
+        next_leaf += 1.0  # a blank row between components
+    return Layout(ids=[str(name) for name in ids], start=start, end=end, position=position, parent=parent)
+
+
+def _cell_coordinates(adata: AnnData, key: str, layout: Layout) -> np.ndarray:
+    """(pseudotime, position) of each cell; NaN, so not drawn, off every drawn segment or without pseudotime."""
+    times = adata.obs[pseudotime_key(key)].to_numpy(dtype=float)
+    segments = adata.obs[segment_key(key)]
+    row_of = pd.Series(layout.position, index=layout.ids)
+    rows = segments.astype(object).map(lambda s: row_of.get(str(s), np.nan) if pd.notna(s) else np.nan)
+    rows = rows.to_numpy(dtype=float)
+    jitter = np.random.default_rng(JITTER_SEED).uniform(-JITTER, JITTER, size=adata.n_obs)
+    coordinates = np.column_stack([times, rows + jitter])
+    coordinates[~np.isfinite(coordinates).all(axis=1)] = np.nan
+    return coordinates
+
+
+def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tuple[int, int], *, edge_color: str,
+                 edge_width: float, show_labels: bool) -> None:
+    """Segment lines, fork connectors, milestone markers and names, over the cells."""
+    drawn = np.isfinite(layout.position)
+
+    def xy(points: np.ndarray) -> np.ndarray:  # (time, position) pairs in the panel's orientation
+        return points[..., list(dims)]
+
+    lines = np.stack([np.column_stack([layout.start, layout.position]),
+                      np.column_stack([layout.end, layout.position])], axis=1)[drawn]
+    connectors = np.asarray([
+        [[layout.end[up], layout.position[up]], [layout.start[child], layout.position[child]]]
+        for child, up in enumerate(layout.parent) if up is not None and drawn[child]
+    ]).reshape(-1, 2, 2)
+    # zorder above scanpy's cells so the skeleton stays visible in dense regions.
+    for segments, gid, width in ((lines, SEGMENTS_GID, edge_width), (connectors, CONNECTORS_GID, edge_width * 0.6)):
+        collection = LineCollection(xy(segments), colors=edge_color, linewidths=width, zorder=3)
+        collection.set_gid(gid)
+        ax.add_collection(collection, autolim=True)
+    ax.autoscale_view()
+
+    milestones = _milestone_points(entry, graph, layout)
+    if not milestones:
+        return
+    points = xy(np.asarray([point for point, _ in milestones]))
+    ax.scatter(points[:, 0], points[:, 1], s=30, facecolors="white", edgecolors=edge_color, linewidths=1.2,
+               zorder=4)
+    if show_labels:
+        for (x, y), (_, name) in zip(points, milestones):
+            ax.annotate(name, xy=(x, y), xytext=(3, 4), textcoords="offset points", fontsize="x-small",
+                        color=edge_color, zorder=5, gid=MILESTONES_GID,
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
+
+
+def _milestone_points(entry, graph: StoredGraph, layout: Layout) -> list[tuple[tuple[float, float], str]]:
+    """(time, position) and name of each drawn milestone: roots at their segment's start, the rest at its end."""
+    stored = entry.get("milestones", {})
+    names = dict(zip(np.asarray(stored.get("nodes", []), dtype=np.intp).tolist(),
+                     [str(name) for name in stored.get("names", [])]))
+    points = []
+    for index, name in enumerate(layout.ids):
+        if not np.isfinite(layout.position[index]):
+            continue
+        path = np.asarray(entry["segments"][name], dtype=np.intp).ravel()
+        if layout.parent[index] is None and int(path[0]) in names:
+            points.append(((layout.start[index], layout.position[index]), names[int(path[0])]))
+        if int(path[-1]) in names:
+            points.append(((layout.end[index], layout.position[index]), names[int(path[-1])]))
+    return points
+
+
+def _axes_labels(ax: Axes, key: str, orientation: str) -> None:
+    """Ticks on the pseudotime axis only: the other one places branches, it measures nothing."""
+    time_axis, other_axis = (ax.xaxis, ax.yaxis) if orientation == "horizontal" else (ax.yaxis, ax.xaxis)
+    # scanpy removes the ticks of embeddings; pseudotime carries meaning.
+    time_axis.set_major_locator(ticker.AutoLocator())
+    time_axis.set_label_text(f"{key} pseudotime")
+    other_axis.set_major_locator(ticker.NullLocator())
+    other_axis.set_label_text("")
+    if orientation == "vertical" and not ax.yaxis_inverted():
+        ax.invert_yaxis()  # the root on top, as dendrograms hang
