@@ -121,6 +121,7 @@ def dendrogram(
     colors = [segment_key(key)] if color is None else [color] if isinstance(color, str) else list(color)
     if not colors:
         raise ValueError("color is empty; name an .obs column or gene, or pass None for the segment.")
+    graph.require_one_root_per_component("pl.dendrogram")
     layout = segment_layout(entry, graph)
     coordinates = _cell_coordinates(adata, key, layout)
     # scanpy's embedding draws columns (first, second) as (x, y): swapping them turns the map.

@@ -107,6 +107,8 @@ def node_fate_table(adata: AnnData, key: str, graph, mass: np.ndarray) -> tuple[
     the reference's, also when new cells are placed on it (``tl.project``).
     """
     entry = adata.uns[key]
+    # a walk directed away from the root has no direction past the point where two roots' stretches meet
+    graph.require_one_root_per_component("Fate probabilities")
     segments = [np.asarray(entry["segments"][name], dtype=np.intp) for name in sorted(entry["segments"], key=int)]
     try:
         node_fates = core.node_fates(graph.adjacency, graph.nodes, segments, graph.roots, mass)

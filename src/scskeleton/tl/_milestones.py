@@ -63,7 +63,7 @@ def milestones(adata: AnnData, key: str, *, groupby: str | None = None, copy: bo
     """
     stored = _stored(adata, key)
     if groupby is None:
-        names = default_names(stored["nodes"], adata.uns[key]["root"], adata.uns[key]["branch_points"])
+        names = _default_names(adata, key, stored)
     else:
         names = _majority_names(adata, key, groupby, stored)
     adata = adata.copy() if copy else adata
@@ -145,8 +145,8 @@ def resolve_segment(entry: Mapping, segment) -> str | None:
     return str(labels.index(label)) if label in labels else None
 
 
-def milestone_order(roots, branch_points, leaves, node_distance: np.ndarray) -> np.ndarray:
-    """The milestone nodes: the roots as given, then the other branch points and leaves, each by pseudotime.
+def milestone_order(roots, branch_points, leaves, node_distance: np.ndarray, meeting_points=()) -> np.ndarray:
+    """The milestone nodes: the roots as given, then the other branch points, leaves and meeting points, each by pseudotime.
 
     Ties (and unreachable nodes, at infinite distance) go by node index.
     """
@@ -156,17 +156,26 @@ def milestone_order(roots, branch_points, leaves, node_distance: np.ndarray) -> 
         candidates = np.setdiff1d(np.asarray(candidates, dtype=np.intp), roots)
         return candidates[np.lexsort((candidates, node_distance[candidates]))]
 
-    return np.concatenate([roots, by_time(branch_points), by_time(leaves)]).astype(np.intp)
+    return np.concatenate(
+        [roots, by_time(branch_points), by_time(leaves), by_time(np.asarray(meeting_points, dtype=np.intp))]
+    ).astype(np.intp)
 
 
-def default_names(nodes, roots, branch_points) -> list[str]:
-    """``"root"`` (or ``"root 1"``, …), ``"fork 1"``, … and ``"tip 1"``, …, numbered in the order of ``nodes``."""
+def default_names(nodes, roots, branch_points, leaves) -> list[str]:
+    """``"root"`` (or ``"root 1"``, …), ``"fork 1"``, …, ``"tip 1"``, … and ``"meeting 1"``, …, numbered in the order of ``nodes``.
+
+    A milestone that is neither a root, a branch point nor a leaf is where the
+    pseudotime from two roots meets (:class:`~scskeleton._core.trees.trajectory.Topology`).
+    """
     roots = set(np.atleast_1d(np.asarray(roots)).tolist())
     branch_points = set(np.asarray(branch_points).ravel().tolist())
-    counts = {"root": 0, "fork": 0, "tip": 0}
+    leaves = set(np.asarray(leaves).ravel().tolist())
+    counts = {"root": 0, "fork": 0, "tip": 0, "meeting": 0}
     names = []
     for node in np.asarray(nodes).tolist():
-        kind = "root" if node in roots else "fork" if node in branch_points else "tip"
+        kind = (
+            "root" if node in roots else "fork" if node in branch_points else "tip" if node in leaves else "meeting"
+        )
         counts[kind] += 1
         names.append(f"{kind} {counts[kind]}")
     return ["root" if name == "root 1" and len(roots) == 1 else name for name in names]
@@ -199,6 +208,11 @@ def _stored(adata: AnnData, key: str) -> dict:
     return {"nodes": np.asarray(stored["nodes"], dtype=np.intp), "names": [str(n) for n in stored["names"]]}
 
 
+def _default_names(adata: AnnData, key: str, stored: dict) -> list[str]:
+    entry = adata.uns[key]
+    return default_names(stored["nodes"], entry["root"], entry["branch_points"], entry["leaves"])
+
+
 def _majority_names(adata: AnnData, key: str, groupby, stored: dict) -> list[str]:
     """Each milestone's most common ``groupby`` label among its nearest cells (ties: the first label)."""
     if not isinstance(groupby, str) or groupby not in adata.obs:
@@ -208,7 +222,7 @@ def _majority_names(adata: AnnData, key: str, groupby, stored: dict) -> list[str
     known = (codes >= 0) & labels.notna().to_numpy()
     table = pd.crosstab(codes[known], labels.to_numpy()[known])
     majority = {int(code): str(row.idxmax()) for code, row in table.iterrows() if row.max() > 0}
-    defaults = default_names(stored["nodes"], adata.uns[key]["root"], adata.uns[key]["branch_points"])
+    defaults = _default_names(adata, key, stored)
     names = [majority.get(i, name) for i, name in enumerate(defaults)]
     # a fork's cells are its branches' cells too: the roots and tips keep a shared label, the forks are numbered
     is_fork = np.isin(stored["nodes"], np.asarray(adata.uns[key]["branch_points"])) & ~np.isin(

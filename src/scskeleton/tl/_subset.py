@@ -280,7 +280,8 @@ def _write_restricted(
     )
     if not roots.size:
         return
-    roots = trajectory_core.check_roots(adjacency, roots)
+    # several roots in one component were allowed by tl.root(several=True); a restriction only splits components
+    roots = trajectory_core.check_roots(adjacency, roots, several=True)
     update_entry(adata, new_key, root=int(roots[0]) if roots.size == 1 else roots.astype(np.int64))
     if had_pseudotime:
         pseudotime(adata, new_key, min_branch_nodes=min_branch_nodes)

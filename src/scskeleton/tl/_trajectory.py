@@ -43,6 +43,7 @@ def root(
     obs_min: str | None = None,
     obs_max: str | None = None,
     per_component: bool = False,
+    several: bool = False,
 ) -> None:
     """Choose the root of the graph stored under ``key``.
 
@@ -62,6 +63,13 @@ def root(
     ``per_component=True`` to root every component the chosen cells reach.
     ``tl.pseudotime`` then measures each cell from the root of its component.
 
+    With ``several=True`` one component may hold several roots, e.g. two
+    progenitor populations converging: ``node=[a, b]``, or one group per
+    label, ``group=("cell_type", ["HSC", "CLP"])``. Each cell's pseudotime is
+    then its distance to the nearest root, and where the distances from two
+    roots meet inside a segment a ``"meeting"`` milestone ends it, so that
+    pseudotime increases along every segment.
+
     Parameters
     ----------
     adata
@@ -75,18 +83,25 @@ def root(
         Use this node as the root, as given (leaf or not): a node index or a
         milestone name of the current trajectory (e.g. ``"tip 2"``, see
         :func:`milestones`), or a list of them, at most one per connected
-        component.
+        component unless ``several=True``.
     cell
         A cell name (``adata.obs_names``) or integer position.
     group
         ``(obs_key, value)``: the cells of this category, e.g.
-        ``("cell_type", "progenitor")``.
+        ``("cell_type", "progenitor")``, or ``(obs_key, [value, ...])``: one
+        root for the cells of each category (at most one per connected
+        component unless ``several=True``).
     obs_min, obs_max
         An ``obs`` column or a gene: the cells in its lowest (highest) 5 %.
     per_component
         With ``group``/``obs_min``/``obs_max``: choose a root in every connected
         component that holds some of the chosen cells, not only in the one
         holding most of them.
+    several
+        Allow more than one root in a connected component; pseudotime is then
+        measured from the nearest root. Default ``False``: two roots in one
+        component raise a ValueError, since that is usually a mistake.
+        Fate probabilities and ``pl.dendrogram`` need one root per component.
 
     Returns
     -------
@@ -108,9 +123,22 @@ def root(
     (how, value), = given.items()
     if per_component and how in ("node", "cell"):
         raise ValueError("per_component=True applies to group=, obs_min= and obs_max=; pass several nodes as node=[...].")
+    labels = _group_labels(group) if how == "group" else None
+    if per_component and labels is not None:
+        raise ValueError("per_component=True takes one group label; with a list of labels each label gives one root.")
     if how == "node":
-        chosen = core.check_roots(graph.adjacency, _node_indices(adata, key, node, graph.n_nodes))
+        chosen = core.check_roots(graph.adjacency, _node_indices(adata, key, node, graph.n_nodes), several=several)
         _warn_inner_roots(graph, chosen, reason=f"node {chosen.tolist()} was given")
+    elif labels is not None:
+        assignment = cell_assignment(adata, key)
+        total_mass = column_sums(assignment)
+        group_masses = [column_sums(assignment, _group_cells(adata, (group[0], label))) for label in labels]
+        chosen = core.check_roots(
+            graph.adjacency,
+            [core.root_node(graph.adjacency, graph.nodes, mass, total_mass) for mass in group_masses],
+            several=several,
+        )
+        _warn_inner_roots(graph, chosen, reason=f"the cells of group={group!r} reach no tip")
     else:
         assignment = cell_assignment(adata, key)
         cells = _select_cells(adata, how, value)
@@ -167,8 +195,12 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
     trees over noisy nodes grow — do not count as branches: their cells join
     the segment they hang from, and they create no branch point (pseudotime is
     unaffected). Cells in a connected component without the root get NaN, with
-    a warning. Every root, branch point and leaf becomes a *milestone*, named
-    ``"root"``, ``"fork 1"``, …, ``"tip 1"``, … in order of pseudotime
+    a warning. With several roots in one component (``tl.root(...,
+    several=True)``) each cell is measured from the nearest root, and a node
+    where the stretches of two roots meet ends the segments through it, so
+    that pseudotime increases along every segment. Every root, branch point,
+    leaf and meeting point becomes a *milestone*, named ``"root"``,
+    ``"fork 1"``, …, ``"tip 1"``, …, ``"meeting 1"``, … in order of pseudotime
     (:func:`milestones` names them after cell labels,
     :func:`rename_milestones` by hand); tools that take a node also take
     its milestone name.
@@ -193,7 +225,7 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
     ``None``. Sets the following fields:
 
     ``adata.obs[f"{key}_pseudotime"]``
-        Geodesic distance from the root, in the units of the nodes' space.
+        Geodesic distance from the (nearest) root, in the units of the nodes' space.
     ``adata.obs[f"{key}_segment"]``
         Categorical segment id of each cell (``"0"`` starts at the root).
     ``adata.obs[f"{key}_milestone"]``
@@ -232,8 +264,10 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
     names = [str(i) for i in range(len(shape.segments))]
     segments = {name: path.astype(np.int64) for name, path in zip(names, shape.segments)}
     node_distance = core.geodesic_from(graph.adjacency, graph.nodes, graph.roots).min(axis=0)
-    milestone_nodes = milestone_order(graph.roots, shape.branch_points, shape.leaves, node_distance)
-    milestone_names = default_names(milestone_nodes, graph.roots, shape.branch_points)
+    milestone_nodes = milestone_order(
+        graph.roots, shape.branch_points, shape.leaves, node_distance, meeting_points=shape.meeting_points
+    )
+    milestone_names = default_names(milestone_nodes, graph.roots, shape.branch_points, shape.leaves)
     times = place_cells(adata, key, graph, projection, shape, milestone_nodes, milestone_names)
     unrooted = np.isnan(times) & member_cells(adata, key)
     if unrooted.any():
@@ -376,6 +410,16 @@ def _select_cells(adata: AnnData, how: str, value) -> np.ndarray:
         return np.flatnonzero(finite & (values <= cut))
     cut = np.quantile(values[finite], 1.0 - EXTREME_QUANTILE)
     return np.flatnonzero(finite & (values >= cut))
+
+
+def _group_labels(group) -> list | None:
+    """The labels of ``group=(obs_key, [label, ...])`` (one root each); ``None`` for a single label."""
+    if not (isinstance(group, tuple) and len(group) == 2) or not isinstance(group[1], list | np.ndarray | pd.Index):
+        return None
+    labels = list(group[1])
+    if not labels:
+        raise ValueError(f"group=(obs_key, [labels]) needs at least one label; got {group!r}.")
+    return labels
 
 
 def _group_cells(adata: AnnData, group) -> np.ndarray:

@@ -51,12 +51,18 @@ class Topology:
     that is a bare cycle, from a node back to itself. An isolated node is a
     segment of its own. Segments are oriented away from the root(s) and
     numbered in order of their start's distance from the root.
+
+    In a component with several roots, a *meeting point* also ends segments:
+    a node of degree 2 at least as far from the nearest root as both its
+    neighbours, where the stretches measured from two roots meet. Without it
+    a segment between two roots would rise and fall in pseudotime.
     """
 
     branch_points: np.ndarray
     leaves: np.ndarray
     segments: list[np.ndarray]
     edge_segment: sparse.csr_matrix  # (u, v) -> segment id + 1 on every edge
+    meeting_points: np.ndarray  # degree-2 nodes where the distances from two roots meet (see above)
 
     def segment_of(self, projection: GraphProjection) -> np.ndarray:
         """Segment id of each projected cell."""
@@ -225,8 +231,13 @@ def topology(
     n_nodes = adjacency.shape[0]
     deg = degrees(adjacency)
     table = neighbour_table(adjacency)
-    # Roots end segments too, so that every segment runs away from the root.
-    ends = (set(np.flatnonzero(deg != 2).tolist()) | set(roots.tolist())) - set(attach)
+    if roots.size:
+        node_distance = geodesic_from(full, nodes, roots).min(axis=0)
+    else:
+        node_distance = np.full(n_nodes, np.inf)
+    meeting = _meeting_points(adjacency, table, deg, roots, node_distance) - set(attach)
+    # Roots (and meeting points) end segments too, so that every segment runs away from the root.
+    ends = (set(np.flatnonzero(deg != 2).tolist()) | set(roots.tolist()) | meeting) - set(attach)
 
     visited: set[tuple[int, int]] = set()
     segments: list[list[int]] = []
@@ -253,10 +264,6 @@ def topology(
             if neighbour >= 0 and (min(node, neighbour), max(node, neighbour)) not in visited:
                 segments.append(walk(node, int(neighbour)))
 
-    if roots.size:
-        node_distance = geodesic_from(full, nodes, roots).min(axis=0)
-    else:
-        node_distance = np.full(n_nodes, np.inf)
     oriented = []
     for path in segments:
         first, last = node_distance[path[0]], node_distance[path[-1]]
@@ -289,7 +296,38 @@ def topology(
         leaves=np.flatnonzero(deg == 1),
         segments=oriented,
         edge_segment=edge_segment,
+        meeting_points=np.asarray(sorted(meeting), dtype=np.intp),
     )
+
+
+def _meeting_points(adjacency, table, deg, roots, node_distance) -> set[int]:
+    """Nodes of degree 2, in components with several roots, that are local maxima of the distance to the nearest root.
+
+    Only components with several roots are searched: on a cycle with one
+    root the far side is such a maximum too, and single-root results stay as
+    they were. (On a tree with one root no node of degree 2 is one anyway.)
+    """
+    component = _components(adjacency)
+    shared = np.isin(component, component[shared_roots(adjacency, roots)])
+    candidates = np.flatnonzero(shared & (deg == 2) & np.isfinite(node_distance))
+    candidates = candidates[~np.isin(candidates, roots)]
+    neighbours = np.where(table[candidates] >= 0, table[candidates], candidates[:, None])
+    mine, around = node_distance[candidates][:, None], node_distance[neighbours]
+    # on a tie (a plateau, as on a symmetric path) only the smaller node index ends segments
+    beats = (mine > around) | ((mine == around) & (candidates[:, None] <= neighbours))
+    return set(candidates[beats.all(axis=1)].tolist())
+
+
+def _components(adjacency: sparse.spmatrix) -> np.ndarray:
+    return csgraph.connected_components(adjacency, directed=False)[1]
+
+
+def shared_roots(adjacency: sparse.spmatrix, roots) -> np.ndarray:
+    """The ``roots`` that share their connected component with another root (in the order given)."""
+    roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
+    component = _components(adjacency)[roots]
+    labels, counts = np.unique(component, return_counts=True)
+    return roots[np.isin(component, labels[counts > 1])]
 
 
 def root_node(
@@ -400,15 +438,17 @@ def nearest_leaf(adjacency: sparse.spmatrix, nodes: np.ndarray, node: int) -> in
     return int(leaves[np.argmin(distance)])
 
 
-def check_roots(adjacency: sparse.spmatrix, roots) -> np.ndarray:
-    """Validate roots: distinct connected components, at most one root in each."""
+def check_roots(adjacency: sparse.spmatrix, roots, *, several: bool = False) -> np.ndarray:
+    """Validate roots: distinct nodes and, unless ``several``, at most one root per connected component."""
     roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
-    _, component = csgraph.connected_components(adjacency, directed=False)
-    labels, counts = np.unique(component[roots], return_counts=True)
-    if (counts > 1).any():
+    if np.unique(roots).size != roots.size:
+        raise ValueError(f"Roots {roots.tolist()} name the same node more than once; give each root once.")
+    shared = shared_roots(adjacency, roots)
+    if shared.size and not several:
         raise ValueError(
             f"Roots {roots.tolist()} put more than one root in the same connected component "
-            f"(component(s) {labels[counts > 1].tolist()}); give at most one root per component."
+            f"(roots {shared.tolist()}); give at most one root per component, or pass "
+            "several=True to measure pseudotime from the nearest of several roots."
         )
     return roots
 
