@@ -7,7 +7,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.convex import regularized as core
-from ._inputs import check_key, check_random_state, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_result
 
@@ -15,7 +15,7 @@ from ._results import write_result
 def convex_embedding(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_components: int = 2,
     loss: str = "mvu",
@@ -30,7 +30,7 @@ def convex_embedding(
     maxiter: int = 1000,
     tol: float = 1e-6,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Embed the cells by regularized loss minimisation over kernels, then truncation.
@@ -77,6 +77,7 @@ def convex_embedding(
     use_rep
         ``obsm`` key (default ``"X_pca"``) or ``"X"``: the points whose
         squared distances D are the target.
+        ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_components
@@ -127,6 +128,8 @@ def convex_embedding(
     random_state
         Recorded only: the solver is deterministic (it starts from the
         data's own centred kernel).
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -157,6 +160,7 @@ def convex_embedding(
     """
     key = check_key(key_added, "convex_embedding")
     random_state = check_random_state(random_state)
+    use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
     if not isinstance(standardize, bool):

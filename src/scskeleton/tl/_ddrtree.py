@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.trees import ddrtree as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._schema import latent_key
-from ._inputs import check_key, check_random_state, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_graph
 
@@ -16,7 +17,7 @@ from ._results import write_graph
 def ddrtree(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_components: int | None = None,
     n_centers: int | None = None,
@@ -29,7 +30,7 @@ def ddrtree(
     min_branch_extension: float = MIN_EXTENSION,
     min_branch_fraction: float = MIN_MASS,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Learn a principal tree and a low-dimensional embedding with DDRTree.
@@ -49,6 +50,7 @@ def ddrtree(
     use_rep
         Representation to fit: a key of ``adata.obsm`` (default ``"X_pca"``,
         from ``sc.pp.pca``) or ``"X"``. The input is centred per feature.
+        ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``; ``None`` uses all.
     n_components
@@ -109,6 +111,8 @@ def ddrtree(
     random_state
         Seed of the k-means initialisation; the same seed gives bit-identical
         results.
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -143,6 +147,7 @@ def ddrtree(
     """
     key = check_key(key_added, "ddrtree")
     random_state = check_random_state(random_state)
+    use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers

@@ -9,7 +9,7 @@ from scanpy import logging as logg
 
 from .._core.cellgraphs import esl as core
 from .._schema import component_key
-from ._inputs import check_key, check_random_state, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_result
 
@@ -17,7 +17,7 @@ from ._results import write_result
 def esl(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_components: int = 2,
     perplexity: float = 30.0,
@@ -27,7 +27,7 @@ def esl(
     maxiter: int = 1000,
     tol: float = 1e-9,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Learn a cell graph and embed each of its connected components (ESL).
@@ -78,6 +78,7 @@ def esl(
         Annotated data matrix.
     use_rep
         ``obsm`` key (default ``"X_pca"``) or ``"X"``: the points x_i of eq. (1).
+        ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_components
@@ -103,6 +104,8 @@ def esl(
         Key of the results; default ``"esl"``.
     random_state
         Recorded only: ESL is deterministic (convex problem (20) solved from W = 0).
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -136,6 +139,7 @@ def esl(
     """
     key = check_key(key_added, "esl")
     random_state = check_random_state(random_state)
+    use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
     core.check_esl_parameters(n_cells, n_components=n_components, perplexity=perplexity, lam=lam, C=C,

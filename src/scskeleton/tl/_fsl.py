@@ -25,7 +25,7 @@ def fsl(
     maxiter: int = 300,
     tol: float = 1e-6,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Weight the genes and learn a cell graph on the weighted genes (FSL).
@@ -87,6 +87,8 @@ def fsl(
         Key of the results; default ``"fsl"``.
     random_state
         Recorded only: FSL is deterministic (fixed start θ = b1/M, W = λ11ᵀ/N).
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 

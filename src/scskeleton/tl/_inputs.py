@@ -11,16 +11,29 @@ from scipy import sparse
 from .._core.validation import as_float_matrix, check_integer
 
 
-def get_representation(adata: AnnData, *, use_rep: str, n_pcs: int | None) -> np.ndarray:
-    """The cells × features matrix a tool fits, as finite float64.
-
-    ``use_rep`` is ``"X"`` or an ``obsm`` key; ``n_pcs`` keeps its first
-    columns. Sparse and integer matrices are converted to dense float64.
-    """
+def choose_representation(adata: AnnData, use_rep: str | None) -> str:
+    """The representation a tool fits: ``use_rep`` as given, or for ``None``
+    ``"X_pca"`` when ``adata.obsm`` holds it and ``"X"`` otherwise (as
+    scanpy's ``_choose_representation`` does). Learners record the name this
+    returns in their ``params``."""
     if not isinstance(adata, AnnData):
         raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
+    if use_rep is None:
+        return "X_pca" if "X_pca" in adata.obsm else "X"
     if not isinstance(use_rep, str):
-        raise ValueError(f"use_rep must be 'X' or a key of adata.obsm; got {use_rep!r}.")
+        raise ValueError(f"use_rep must be None, 'X' or a key of adata.obsm; got {use_rep!r}.")
+    return use_rep
+
+
+def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None) -> np.ndarray:
+    """The cells × features matrix a tool fits, as finite float64.
+
+    ``use_rep`` is ``"X"``, an ``obsm`` key, or ``None`` for ``"X_pca"`` when
+    present and ``"X"`` otherwise (:func:`choose_representation`); ``n_pcs``
+    keeps its first columns. Sparse and integer matrices are converted to
+    dense float64.
+    """
+    use_rep = choose_representation(adata, use_rep)
     if use_rep == "X":
         if adata.X is None:
             raise KeyError("adata.X is empty; pass use_rep=<an obsm key> instead.")
@@ -74,10 +87,35 @@ def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
     return as_float_matrix(np.asarray(values), where)
 
 
+#: Seeds drawn for ``random_state=None`` or from a Generator lie in [0, SEED_LIMIT): storable (int64) and
+#: accepted by every numpy seeding interface, ``RandomState`` included.
+SEED_LIMIT = 2**32
+
+
 def check_random_state(random_state) -> int:
-    """Seeds are non-negative integers, so results are reproducible and storable."""
+    """Resolve ``random_state`` to the non-negative integer seed the solvers use and ``params`` records.
+
+    - an ``int`` ≥ 0 is used as given;
+    - ``None`` draws a fresh seed from the operating system's entropy (via
+      numpy): results differ from run to run, but the seed drawn is recorded
+      in ``adata.uns[key]["params"]["random_state"]``, so passing it back
+      reproduces the result;
+    - a :class:`numpy.random.Generator` (or legacy
+      :class:`numpy.random.RandomState`) gives one integer seed drawn from it,
+      so a seeded Generator reproduces the result, and the result equals the
+      one obtained with that integer.
+    """
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] % SEED_LIMIT)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(SEED_LIMIT))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(SEED_LIMIT, dtype=np.int64))
     if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral) or random_state < 0:
-        raise ValueError(f"random_state must be a non-negative integer; got {random_state!r}.")
+        raise ValueError(
+            "random_state must be None, a non-negative integer or a numpy.random.Generator; "
+            f"got {random_state!r}."
+        )
     return int(random_state)
 
 

@@ -11,7 +11,7 @@ from scanpy import logging as logg
 
 from .._core.stats import modules as modules_core
 from .._core.validation import check_positive
-from ._inputs import check_key
+from ._inputs import check_key, check_random_state
 from ._results import plain_params
 from ._trends import _gene_columns
 
@@ -26,7 +26,7 @@ def trend_modules(
     n_modules: int = 6,
     fdr: float = 0.05,
     genes: Sequence[str] | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     key_added: str | None = None,
     copy: bool = False,
 ) -> AnnData | None:
@@ -59,6 +59,8 @@ def trend_modules(
         Cluster exactly these genes instead.
     random_state
         Seed of the k-means restarts.
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     key_added
         Name of the result; default ``f"{result}_modules"``.
     copy
@@ -90,6 +92,7 @@ def trend_modules(
     if f"{result}_curves" not in adata.varm:
         raise KeyError(f"The result {result!r} has no varm[{result + '_curves'!r}] (subset or edited since?); rerun it.")
     name = check_key(key_added, f"{result}_modules")
+    random_state = check_random_state(random_state)
     curves = np.asarray(adata.varm[f"{result}_curves"], dtype=float)
     fdr = check_positive("fdr", fdr, role="false discovery rate")
     if genes is not None:

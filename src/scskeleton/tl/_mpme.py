@@ -7,7 +7,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.cellgraphs import mpme as core
-from ._inputs import check_key, check_random_state, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_result
 
@@ -15,7 +15,7 @@ from ._results import write_result
 def mpme(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_components: int = 2,
     lam: float = 0.3,
@@ -27,7 +27,7 @@ def mpme(
     maxiter: int = 1000,
     tol: float = 1e-12,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Learn a sparse positive similarity graph over the cells and embed them (MPME).
@@ -75,6 +75,7 @@ def mpme(
         Annotated data matrix.
     use_rep
         ``obsm`` key (default ``"X_pca"``) or ``"X"``: the representation y_i.
+        ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_components
@@ -124,6 +125,8 @@ def mpme(
     random_state
         Recorded only: MPME is deterministic (convex problem (13) solved from
         W = 0).
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -152,6 +155,7 @@ def mpme(
     """
     key = check_key(key_added, "mpme")
     random_state = check_random_state(random_state)
+    use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
 

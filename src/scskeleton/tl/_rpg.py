@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.trees import rpg as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
-from ._inputs import check_key, check_random_state, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_graph
 
@@ -39,7 +40,7 @@ _TUNING = """
 def rpg(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_nodes: int | None = None,
     sigma: float | None = None,
@@ -50,7 +51,7 @@ def rpg(
     min_branch_extension: float = MIN_EXTENSION,
     min_branch_fraction: float = MIN_MASS,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Learn a principal tree with the regularized principal graph (RPG) method.
@@ -69,6 +70,7 @@ def rpg(
     use_rep
         ``obsm`` key (default ``"X_pca"``) or ``"X"``; the graph's nodes live in
         this space.
+        ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_nodes
@@ -98,6 +100,8 @@ def rpg(
         Key of the results; default ``"rpg"``.
     random_state
         Seed of the k-means landmarks; the same seed gives identical results.
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -144,7 +148,7 @@ def rpg(
 def rpg_l1(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_nodes: int | None = None,
     sigma: float | None = None,
@@ -154,7 +158,7 @@ def rpg_l1(
     maxiter: int = 50,
     tol: float = 1e-4,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Learn a weighted ℓ1 principal graph: loops and several components allowed.
@@ -237,6 +241,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
          prune, min_branch_extension, min_branch_fraction, key_added, random_state, copy):
     key = check_key(key_added, default_key)
     random_state = check_random_state(random_state)
+    use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
     default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.cellgraphs import spl as core
-from ._inputs import check_key, check_random_state, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_result
 
@@ -14,7 +15,7 @@ from ._results import write_result
 def spl(
     adata: AnnData,
     *,
-    use_rep: str = "X_pca",
+    use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_components: int = 2,
     n_neighbors: int = 10,
@@ -24,7 +25,7 @@ def spl(
     maxiter: int = 500,
     tol: float = 1e-10,
     key_added: str | None = None,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
 ) -> AnnData | None:
     """Learn a similarity graph, a projection and an embedding by structured projection learning.
@@ -72,6 +73,7 @@ def spl(
         Annotated data matrix.
     use_rep
         ``obsm`` key (default ``"X_pca"``) or ``"X"``: Y, centred per feature.
+        ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_components
@@ -97,6 +99,8 @@ def spl(
     random_state
         Recorded only: SPL is deterministic ((17) is concave; the solver
         starts at S = 0).
+        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it); the seed used is stored in ``params``.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -124,6 +128,7 @@ def spl(
     """
     key = check_key(key_added, "spl")
     random_state = check_random_state(random_state)
+    use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
 

@@ -40,7 +40,7 @@ def branch_support(
     *,
     n_boot: int = 20,
     fraction: float = 0.8,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     min_jaccard: float = 0.5,
 ) -> None:
     """Bootstrap support of each branch point and leaf: which branches are real?
@@ -85,7 +85,9 @@ def branch_support(
         deterministic, so every support is 1.
     random_state
         Seed of the subsamples; the same seed gives identical supports. The
-        refits keep the learner's own stored ``random_state``.
+        refits keep the learner's own stored ``random_state``. ``None`` (a
+        fresh seed), an int, or a ``numpy.random.Generator`` (one seed drawn
+        from it); the seed used is stored in ``["branch_support"]["random_state"]``.
     min_jaccard
         Smallest Jaccard index, in (0, 1], at which two sets of cells count as
         the same arm or segment. Default 0.5; values above 0.5 make every match

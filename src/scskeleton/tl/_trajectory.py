@@ -44,7 +44,8 @@ def root(
     obs_max: str | None = None,
     per_component: bool = False,
     several: bool = False,
-) -> None:
+    copy: bool = False,
+) -> AnnData | None:
     """Choose the root of the graph stored under ``key``.
 
     Give exactly one of ``node``, ``cell``, ``group``, ``obs_min``, ``obs_max``.
@@ -102,12 +103,14 @@ def root(
         measured from the nearest root. Default ``False``: two roots in one
         component raise a ValueError, since that is usually a mistake.
         Fate probabilities and ``pl.dendrogram`` need one root per component.
+    copy
+        Return a copy instead of writing to ``adata``.
 
     Returns
     -------
-    ``None``. Sets ``adata.uns[key]["root"]``: the root node index, or an
-    array of node indices (one per rooted component). Run :func:`pseudotime`
-    next.
+    ``None``, or the modified copy when ``copy=True``. Sets
+    ``adata.uns[key]["root"]``: the root node index, or an array of node
+    indices (one per rooted component). Run :func:`pseudotime` next.
     """
     graph = read_graph(adata, key)
     given = {
@@ -153,9 +156,11 @@ def root(
             else:
                 chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
             _warn_inner_roots(graph, chosen, reason=f"the cells of {how}={value!r} reach no tip")
+    adata = adata.copy() if copy else adata
     # a single root stays a plain int, as before; several are stored as an int array (h5ad-safe)
     update_entry(adata, key, root=int(chosen[0]) if chosen.size == 1 else chosen.astype(np.int64))
     logg.info(f"root of {key!r} set to node(s) {chosen.tolist()} (from {how}={value!r})")
+    return adata if copy else None
 
 
 def _warn_inner_roots(graph: StoredGraph, roots: np.ndarray, *, reason: str) -> None:
@@ -184,7 +189,9 @@ def _node_indices(adata: AnnData, key: str, node, n_nodes: int) -> np.ndarray:
     return np.asarray([resolve_node(adata, key, value, n_nodes=n_nodes) for value in values], dtype=np.intp)
 
 
-def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None, min_support: float = 0.0) -> None:
+def pseudotime(
+    adata: AnnData, key: str, *, min_branch_nodes: int | None = None, min_support: float = 0.0, copy: bool = False
+) -> AnnData | None:
     """Geodesic pseudotime, branch points, leaves and segments of a stored graph.
 
     Every cell is projected onto the graph (its nearest node, then the closest
@@ -219,10 +226,12 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
     min_support
         Terminal branches whose leaf has bootstrap support below this
         (``tl.branch_support``) are pruned the same way. Default 0 keeps all.
+    copy
+        Return a copy instead of writing to ``adata``.
 
     Returns
     -------
-    ``None``. Sets the following fields:
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields:
 
     ``adata.obs[f"{key}_pseudotime"]``
         Geodesic distance from the (nearest) root, in the units of the nodes' space.
@@ -268,6 +277,7 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
         graph.roots, shape.branch_points, shape.leaves, node_distance, meeting_points=shape.meeting_points
     )
     milestone_names = default_names(milestone_nodes, graph.roots, shape.branch_points, shape.leaves)
+    adata = adata.copy() if copy else adata
     times = place_cells(adata, key, graph, projection, shape, milestone_nodes, milestone_names)
     unrooted = np.isnan(times) & member_cells(adata, key)
     if unrooted.any():
@@ -294,6 +304,7 @@ def pseudotime(adata: AnnData, key: str, *, min_branch_nodes: int | None = None,
             f"uns[{key!r}]['branch_points', 'leaves', 'segments', 'milestones']"
         ),
     )
+    return adata if copy else None
 
 
 def place_cells(
