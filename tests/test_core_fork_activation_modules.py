@@ -125,3 +125,23 @@ def test_trend_modules_on_lineage_curves_with_nan_and_too_many_modules():
     assert result.columns.size == 90 and result.centers.shape == (3, 90)
     with pytest.raises(ValueError, match="n_modules"):
         modules.trend_modules(curves, 25)
+
+
+@pytest.mark.parametrize("n_true", [2, 3, 5, 7])
+def test_number_of_modules_from_the_silhouette(n_true):
+    """Genes peaking at n_true different places, with random level, amplitude and noise:
+    n_modules=None finds n_true modules (over 3 seeds), and matches the explicit call."""
+    grid = np.linspace(0, 1, 50)
+    peaks = [0.1, 0.3, 0.5, 0.7, 0.9, 0.2, 0.6][:n_true]
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        curves = np.vstack([
+            np.exp(-((grid - peaks[g % n_true]) / 0.08) ** 2) * rng.uniform(0.5, 3) + rng.uniform(-1, 1)
+            + rng.normal(0, 0.15, grid.size)
+            for g in range(30 * n_true)
+        ])
+        values, _, _ = modules.standardize_curves(curves)
+        assert modules.choose_n_modules(values, random_state=seed) == n_true
+        chosen = modules.trend_modules(curves, None, random_state=seed)
+        assert chosen.centers.shape[0] == n_true
+        np.testing.assert_array_equal(chosen.labels, modules.trend_modules(curves, n_true, random_state=seed).labels)

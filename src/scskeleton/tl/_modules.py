@@ -23,7 +23,7 @@ def trend_modules(
     adata: AnnData,
     result: str,
     *,
-    n_modules: int = 6,
+    n_modules: int | None = None,
     fdr: float = 0.05,
     genes: Sequence[str] | None = None,
     random_state: int | np.random.Generator | None = 0,
@@ -51,7 +51,9 @@ def trend_modules(
     result
         The ``key_added`` of that test, e.g. ``"rpg_association"``.
     n_modules
-        Number of modules (default 6).
+        Number of modules. ``None`` (default): chosen among 2 … 10 by the
+        mean silhouette of the clustering (correlation distance between the
+        standardised curves); the number used is in ``params``.
     fdr
         Cluster the genes with q-value below this (default 0.05); ignored
         when ``genes`` is given.
@@ -106,8 +108,10 @@ def trend_modules(
         raise KeyError(f"Gene(s) {missing[:5]} have no curve in {result!r}; rerun it with them in genes=.")
     if fitted.size == 0:
         raise ValueError(f"No gene of {result!r} has q < {fdr:g}: nothing to cluster. Raise fdr or pass genes=.")
-    start = logg.info(f"clustering the trends of {fitted.size} genes of {result!r} into {n_modules} modules")
+    start = logg.info(f"clustering the trends of {fitted.size} genes of {result!r} into "
+                      f"{'a data-driven number of' if n_modules is None else n_modules} modules")
     clustered = modules_core.trend_modules(curves[fitted], n_modules, random_state=random_state)
+    n_modules = clustered.centers.shape[0]
 
     adata = adata.copy() if copy else adata
     codes = np.full(adata.n_vars, -1)

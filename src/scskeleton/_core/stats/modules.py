@@ -13,6 +13,10 @@ from ..validation import check_integer
 MODULE_ITERATIONS = 100
 #: k-means restarts (seeds drawn from ``random_state``); the one with the least within-module spread wins.
 MODULE_RESTARTS = 10
+#: With ``n_modules=None`` the number of modules is chosen among 2 … this many.
+MAX_MODULES = 10
+#: The silhouette is computed on at most this many genes (a fixed random subset beyond).
+SILHOUETTE_GENES = 3000
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ def standardize_curves(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return values, usable, columns
 
 
-def trend_modules(curves: np.ndarray, n_modules: int, *, random_state: int = 0) -> ModuleResult:
+def trend_modules(curves: np.ndarray, n_modules: int | None, *, random_state: int = 0) -> ModuleResult:
     """Cluster genes by the shape of their fitted curves (k-means on standardised curves).
 
     ``curves`` is G × n_grid (one path) or G × L × n_grid (one curve per
@@ -60,24 +64,22 @@ def trend_modules(curves: np.ndarray, n_modules: int, *, random_state: int = 0) 
     with seeds drawn from ``random_state`` makes it deterministic, and of
     :data:`MODULE_RESTARTS` runs the one with the least spread within modules is kept. A gene whose curve is flat
     (or NaN where others have values) is left out (label −1).
+
+    ``n_modules=None`` chooses the number of modules among 2 …
+    :data:`MAX_MODULES` by the mean silhouette of the clustering
+    (:func:`choose_n_modules`).
     """
-    n_modules = check_integer("n_modules", n_modules, low=1)
     values, usable, columns = standardize_curves(curves)
+    if n_modules is None:
+        n_modules = choose_n_modules(values, random_state=random_state)
+    n_modules = check_integer("n_modules", n_modules, low=1)
     labels = np.full(curves.shape[0], -1, dtype=np.intp)
     if usable.size < n_modules:
         raise ValueError(
             f"{usable.size} gene(s) have a curve that is not flat, fewer than n_modules={n_modules}: lower "
             "n_modules, or cluster more genes (e.g. a larger FDR)."
         )
-    best = None
-    for seed in np.random.default_rng(random_state).integers(2**31, size=MODULE_RESTARTS):
-        centers = kmeans(values, n_modules, random_state=int(seed), max_iter=MODULE_ITERATIONS,
-                         max_points=values.shape[0], max_seed_points=values.shape[0])
-        distances = squared_distances(values, centers)
-        spread = float(distances.min(axis=1).sum())
-        if best is None or spread < best[0]:
-            best = (spread, distances.argmin(axis=1))
-    assigned = best[1]
+    assigned, centers = _best_kmeans(values, n_modules, random_state)
     # number the modules by where their mean curve peaks, so module 0 comes first along the axis
     means = np.stack([values[assigned == m].mean(axis=0) if np.any(assigned == m) else centers[m]
                       for m in range(n_modules)])
@@ -86,3 +88,48 @@ def trend_modules(curves: np.ndarray, n_modules: int, *, random_state: int = 0) 
     rank[order] = np.arange(n_modules)
     labels[usable] = rank[assigned]
     return ModuleResult(labels=labels, centers=means[order], columns=columns)
+
+
+def _best_kmeans(values: np.ndarray, n_modules: int, random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and centers of the k-means run, of :data:`MODULE_RESTARTS`, with the least spread."""
+    best = None
+    for seed in np.random.default_rng(random_state).integers(2**31, size=MODULE_RESTARTS):
+        centers = kmeans(values, n_modules, random_state=int(seed), max_iter=MODULE_ITERATIONS,
+                         max_points=values.shape[0], max_seed_points=values.shape[0])
+        distances = squared_distances(values, centers)
+        spread = float(distances.min(axis=1).sum())
+        if best is None or spread < best[0]:
+            best = (spread, distances.argmin(axis=1), centers)
+    return best[1], best[2]
+
+
+def choose_n_modules(values: np.ndarray, *, random_state: int = 0) -> int:
+    """The number of modules, 2 … :data:`MAX_MODULES`, whose clustering has the largest mean silhouette.
+
+    ``values`` are standardised curves (:func:`standardize_curves`), so the
+    Euclidean distance is a correlation distance and the silhouette compares
+    how well a gene's curve matches its own module's shapes with the nearest
+    other module's. On more than :data:`SILHOUETTE_GENES` genes the
+    silhouette is measured on a fixed random subset (drawn from
+    ``random_state``), which keeps the cost at O(k · G · P + n²).
+    Fewer than 3 genes give 1 module.
+    """
+    from sklearn.metrics import silhouette_score
+
+    n_genes = values.shape[0]
+    if n_genes < 3:
+        return 1
+    candidates = range(2, min(MAX_MODULES, n_genes - 1) + 1)
+    sample = None
+    if n_genes > SILHOUETTE_GENES:
+        sample = np.sort(np.random.default_rng(random_state).choice(n_genes, SILHOUETTE_GENES, replace=False))
+    scores = {}
+    for k in candidates:
+        assigned, _ = _best_kmeans(values, k, random_state)
+        if np.unique(assigned).size < 2:
+            continue
+        rows = slice(None) if sample is None else sample
+        if np.unique(assigned[rows]).size < 2:
+            continue
+        scores[k] = float(silhouette_score(values[rows], assigned[rows]))
+    return max(scores, key=scores.get) if scores else 1
