@@ -145,3 +145,19 @@ def test_number_of_modules_from_the_silhouette(n_true):
         chosen = modules.trend_modules(curves, None, random_state=seed)
         assert chosen.centers.shape[0] == n_true
         np.testing.assert_array_equal(chosen.labels, modules.trend_modules(curves, n_true, random_state=seed).labels)
+
+
+def test_activation_down_times_the_falls_and_mirrors_up():
+    """direction="down" is direction="up" on the negated data (the band is symmetric), times the
+    falling genes, and leaves the rising ones out."""
+    x, t, segments, membership, _ = _lineage_data(0)
+    rows = np.arange(t.size)
+    down = association.activation(x, rows, t, segments, membership, direction="down")
+    mirrored = association.activation(-np.asarray(x), rows, t, segments, membership)
+    np.testing.assert_array_equal(down.times, mirrored.times)
+    np.testing.assert_allclose(down.rise, mirrored.rise)
+    assert np.all(np.isfinite(down.times[10:13, 0]))  # the falling genes
+    # a rising gene's spurious dip is a false call of the band (α = 0.05 per curve and lineage)
+    assert np.isnan(down.times[:10, 0]).mean() >= 0.8
+    with pytest.raises(ValueError, match="direction"):
+        association.activation(x, rows, t, segments, membership, direction="sideways")

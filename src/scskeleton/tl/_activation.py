@@ -24,6 +24,7 @@ def activation(
     layer: str | None = None,
     alpha: float = 0.05,
     min_rise: float = association_core.MIN_RISE,
+    direction: str = "up",
     n_knots: int = 10,
     df: float = 6.0,
     n_grid: int = 200,
@@ -40,7 +41,9 @@ def activation(
     non-constant directions at level ``alpha``, with the variance of the
     weighted spline fit) *and* reaches ``min_rise`` of the gene's largest
     rise on that lineage, so that on many cells a rise of no biological size
-    does not count. Genes that never rise (flat or falling) get NaN. Use it
+    does not count. Genes that never rise (flat or falling) get NaN;
+    ``direction="down"`` times the first significant fall instead (genes
+    switching off). Use it
     on the genes :func:`association_test` calls, e.g.
     ``genes=adata.var_names[adata.var["rpg_association_qval"] < 0.05]``.
 
@@ -58,6 +61,9 @@ def activation(
     min_rise
         Share of the largest rise a curve must reach to count as activated
         (default 0.2; 0 keeps only the band).
+    direction
+        ``"up"`` (default): the first significant rise; ``"down"``: the first
+        significant fall, with ``[f"{name}_rise"]`` holding the largest fall.
     df
         Effective degrees of freedom of every curve (> 2; default 6).
     n_grid
@@ -95,10 +101,12 @@ def activation(
     chains, membership, group, rows, pseudotime = _lineage_cells(adata, key)
     matrix, layer_name = _expression(adata, layer)
     columns = _gene_columns(adata, genes)
+    if direction not in association_core.DIRECTIONS:
+        raise ValueError(f"direction must be one of {association_core.DIRECTIONS}; got {direction!r}.")
     start = logg.info(f"timing the activation of {_count(columns, adata)} genes along {len(chains)} lineage(s)")
     result = association_core.activation(
-        matrix, rows, pseudotime[rows], group[rows], membership, alpha=alpha, min_rise=min_rise, n_knots=n_knots,
-        df=df, n_grid=n_grid, columns=columns,
+        matrix, rows, pseudotime[rows], group[rows], membership, alpha=alpha, min_rise=min_rise,
+        direction=direction, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns,
     )
     _warn_lowered_df(df, result.df)
 
@@ -119,7 +127,7 @@ def activation(
     adata.uns[name] = {
         "method": "activation",
         "params": plain_params(dict(key=key, layer=layer_name, n_genes=tested.size, alpha=alpha, min_rise=min_rise,
-                                    n_knots=n_knots, df=df, n_grid=n_grid)),
+                                    direction=direction, n_knots=n_knots, df=df, n_grid=n_grid)),
         "graph": key,
         "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},
         "critical": result.critical,

@@ -179,6 +179,8 @@ class ActivationResult:
 
 #: Default share of its largest rise a curve must reach before it counts as activated.
 MIN_RISE = 0.2
+#: What :func:`activation` times: the first significant rise or the first significant fall.
+DIRECTIONS = ("up", "down")
 
 
 def activation(
@@ -190,6 +192,7 @@ def activation(
     *,
     alpha: float = 0.05,
     min_rise: float = MIN_RISE,
+    direction: str = "up",
     n_knots: int = 10,
     df: float = 6.0,
     n_grid: int = 200,
@@ -210,9 +213,14 @@ def activation(
     residual degrees of freedom, so that with probability 1 − α no point of
     a curve that does not rise is called a rise (ignoring smoothing bias).
     ``min_rise`` keeps a rise of no biological size, significant only
-    because there are many cells, from counting. Genes that only fall get
-    NaN.
+    because there are many cells, from counting. With ``direction="up"``
+    genes that only fall get NaN; ``direction="down"`` times the first
+    significant fall instead (r(t) replaced by −r(t): the band is symmetric),
+    and ``rise`` is then the largest fall.
     """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}.")
+    sign = 1.0 if direction == "up" else -1.0
     alpha = check_positive("alpha", alpha, role="false-positive rate of the band")
     if alpha >= 1:
         raise ValueError(f"alpha must be below 1; got {alpha!r}.")
@@ -239,7 +247,7 @@ def activation(
         inverse = linalg.pinvh(lin.grams[l] + float(fit.lam[0]) * penalty)
         sandwich = inverse @ np.einsum("s,sij->ij", squared_weights[:, l], lin.stats.gram) @ inverse
         scale = np.sqrt(np.maximum(np.einsum("pi,ij,pj->p", contrast, sandwich, contrast), 0.0))  # P
-        rise = contrast @ fit.coef  # P × G
+        rise = sign * (contrast @ fit.coef)  # P × G
         top = rise.max(axis=0)
         largest[:, l] = np.maximum(top, 0.0)
         called = (rise > critical * scale[:, None] * np.sqrt(sigma2)[None, :]) & (rise >= min_rise * top[None, :])
