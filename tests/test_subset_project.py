@@ -209,3 +209,17 @@ def test_project_needs_the_reference_representation(fitted):
     del old.uns[KEY]["mean"]
     with pytest.raises(ValueError, match="older"):
         sks.tl.project(fitted.copy(), old, KEY)
+
+
+def test_projected_cells_survive_h5ad_and_a_projection_is_reproducible(tmp_path):
+    full, ref, new, _ = _halves(0)
+    _trajectory(ref, "rpg")
+    sks.tl.project(new, ref, "rpg")
+    again = new.copy()
+    sks.tl.project(again, ref, "rpg")
+    np.testing.assert_array_equal(again.obs["rpg_pseudotime"], new.obs["rpg_pseudotime"])
+    new.write_h5ad(tmp_path / "projected.h5ad")
+    back = anndata.read_h5ad(tmp_path / "projected.h5ad")
+    np.testing.assert_array_equal(back.obs["rpg_pseudotime"], new.obs["rpg_pseudotime"])
+    np.testing.assert_array_equal(back.obs["rpg_milestone"], new.obs["rpg_milestone"])
+    np.testing.assert_allclose(back.obsm["rpg_fate_probabilities"], new.obsm["rpg_fate_probabilities"])
