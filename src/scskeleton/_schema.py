@@ -12,7 +12,8 @@ import numpy as np
 from anndata import AnnData
 from scipy import sparse
 
-from ._core.trees.trajectory import shared_roots
+from ._core.trees.trajectory import GraphProjection, project_onto_graph, shared_roots
+from ._dask import is_dask
 
 
 def latent_key(key: str) -> str:
@@ -204,8 +205,24 @@ def cell_coordinates(adata: AnnData, graph: StoredGraph) -> np.ndarray:
             f"The graph {graph.key!r} lives in adata.obsm[{graph.space!r}], which is missing; "
             "refit the graph on this AnnData."
         )
-    coords = np.asarray(adata.obsm[graph.space])[:, : graph.nodes.shape[1]]
+    stored = adata.obsm[graph.space]
+    if is_dask(stored):  # a chunked fit's latent coordinates stay lazy
+        return stored[:, : graph.nodes.shape[1]]
+    coords = np.asarray(stored)[:, : graph.nodes.shape[1]]
     return np.ascontiguousarray(coords, dtype=float)
+
+
+def cell_projection(adata: AnnData, graph: StoredGraph) -> GraphProjection:
+    """Where each cell lands on ``graph`` (its nearest node, then the closest point on that node's edges).
+
+    Cells held as a dask array are projected chunk by chunk where they live.
+    """
+    coordinates = cell_coordinates(adata, graph)
+    if is_dask(coordinates):
+        from ._dask.trajectory import project_onto_graph_chunked
+
+        return project_onto_graph_chunked(coordinates, graph.nodes, graph.adjacency)
+    return project_onto_graph(coordinates, graph.nodes, graph.adjacency)
 
 
 def cell_assignment(adata: AnnData, key: str) -> np.ndarray | sparse.csr_matrix:
@@ -213,7 +230,8 @@ def cell_assignment(adata: AnnData, key: str) -> np.ndarray | sparse.csr_matrix:
 
     It is never converted: at 10⁶ cells × 10³ nodes a dense assignment takes
     8 GB, and a CSR copy of it more; callers read the rows or sums they need
-    (:func:`column_sums`). For a cell-level learner (see :func:`read_graph`)
+    (:func:`column_sums`). A chunked fit's assignment is a lazy dask array,
+    recomputed chunk by chunk for each sum. For a cell-level learner (see :func:`read_graph`)
     every cell is its own node: the identity.
     """
     name = assignment_key(key)
@@ -222,7 +240,7 @@ def cell_assignment(adata: AnnData, key: str) -> np.ndarray | sparse.csr_matrix:
     if name not in adata.obsm:
         raise KeyError(f"adata.obsm[{name!r}] is missing; refit the graph {key!r} on this AnnData.")
     value = adata.obsm[name]
-    return value if sparse.issparse(value) else np.asarray(value)
+    return value if sparse.issparse(value) or is_dask(value) else np.asarray(value)
 
 
 def column_sums(assignment, rows=None) -> np.ndarray:

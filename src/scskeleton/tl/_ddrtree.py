@@ -8,6 +8,7 @@ from scanpy import logging as logg
 
 from .._core.trees import ddrtree as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
+from .._dask import is_dask
 from .._schema import latent_key
 from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
@@ -51,6 +52,11 @@ def ddrtree(
         Representation to fit: a key of ``adata.obsm`` (default ``"X_pca"``,
         from ``sc.pp.pca``) or ``"X"``. The input is centred per feature.
         ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
+        A dask array (e.g. opened lazily from zarr) is fitted chunk by chunk
+        over cells, on the active dask scheduler or ``distributed`` client,
+        and never loaded whole (needs ``scskeleton[dask]``): the same
+        iterations as in memory, equal to round-off; ``obsm`` results stay
+        lazy (:mod:`scskeleton._dask.ddrtree`).
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``; ``None`` uses all.
     n_components
@@ -148,15 +154,21 @@ def ddrtree(
     key = check_key(key_added, "ddrtree")
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True)
     n_cells = data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
+    chunked = is_dask(data)
+    if chunked:
+        from .._dask.ddrtree import ddrtree_chunked as fit
+    else:
+        fit = core.ddrtree
 
     with solver_run(
-        "DDRTree", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * int(resolved_centers)
+        "DDRTree", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * int(resolved_centers),
+        chunked=chunked, detail=f" chunked over {data.numblocks[0]} blocks of cells" if chunked else "",
     ) as run:
-        result = core.ddrtree(
+        result = fit(
             data,
             n_components=n_components,
             n_centers=resolved_centers,

@@ -9,6 +9,7 @@ from anndata import AnnData
 from scipy import sparse
 
 from .._core.validation import as_float_matrix, check_integer
+from .._dask import is_dask
 
 
 def choose_representation(adata: AnnData, use_rep: str | None) -> str:
@@ -25,13 +26,15 @@ def choose_representation(adata: AnnData, use_rep: str | None) -> str:
     return use_rep
 
 
-def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None) -> np.ndarray:
+def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None, lazy: bool = False):
     """The cells × features matrix a tool fits, as finite float64.
 
     ``use_rep`` is ``"X"``, an ``obsm`` key, or ``None`` for ``"X_pca"`` when
     present and ``"X"`` otherwise (:func:`choose_representation`); ``n_pcs``
     keeps its first columns. Sparse and integer matrices are converted to
-    dense float64.
+    dense float64. With ``lazy=True`` (tools with a chunked path) a dask
+    array is returned as it is, sliced to ``n_pcs`` columns, never loaded:
+    its values are checked and converted chunk by chunk by the fit.
     """
     use_rep = choose_representation(adata, use_rep)
     if use_rep == "X":
@@ -46,6 +49,15 @@ def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None
             f"adata.obsm[{use_rep!r}] not found.{hint}, or pass use_rep='X' or one of "
             f"{sorted(adata.obsm.keys())}."
         )
+    if lazy and is_dask(values):
+        if values.ndim != 2:
+            raise ValueError(f"{where} must be 2-D (cells × features); got shape {values.shape}.")
+        if not np.issubdtype(values.dtype, np.number):
+            raise ValueError(f"{where} must be numeric; got dtype {values.dtype}.")
+        if n_pcs is not None:
+            n_pcs = check_integer("n_pcs", n_pcs, low=1, high=values.shape[1], role=f"columns of {where} to use")
+            values = values[:, :n_pcs]
+        return values
     if sparse.issparse(values):
         values = values.toarray()
     values = np.asarray(values)

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from scanpy import logging as logg
 
-from ._threads import dense_solver_threads, node_solver_threads
+from ._threads import chunked_solver_threads, dense_solver_threads, node_solver_threads
 
 try:  # notebook progress bars need ipywidgets; without it tqdm.auto warns on import
     import ipywidgets  # noqa: F401
@@ -66,13 +66,15 @@ def solver_run(
     maxiter: int,
     size: int,
     dense: bool = False,
+    chunked: bool = False,
     detail: str = "",
     features: str = "features",
 ) -> Iterator[SolverRun]:
     """Log "computing {name}{detail} on {use_rep} (N cells × D features)", show a
     progress bar named ``name`` when ``size`` is at least :data:`LONG_RUN`, and limit
     the BLAS threads of small problems (:func:`dense_solver_threads` for ``dense``
-    N × N solvers, :func:`node_solver_threads` for the others)."""
+    N × N solvers, :func:`chunked_solver_threads` for ``chunked`` fits on dask
+    arrays, :func:`node_solver_threads` for the others)."""
     n_cells, n_features = shape
     start = logg.info(f"computing {name}{detail} on {use_rep} ({n_cells} cells × {n_features} {features})")
     bar = tqdm(total=maxiter, desc=name, disable=_QUIET or size < LONG_RUN, leave=False)
@@ -82,7 +84,11 @@ def solver_run(
         bar.set_postfix(objective=f"{objective:.6g}", refresh=False)
 
     try:
-        with dense_solver_threads(n_cells) if dense else node_solver_threads(size):
+        if chunked:
+            threads = chunked_solver_threads()
+        else:
+            threads = dense_solver_threads(n_cells) if dense else node_solver_threads(size)
+        with threads:
             yield SolverRun(callback=callback, start=start)
     finally:
         bar.close()

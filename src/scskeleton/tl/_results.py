@@ -11,6 +11,7 @@ from scanpy import logging as logg
 from scipy import sparse
 
 from .. import __version__
+from .._dask import is_dask
 from .._schema import assignment_key, connectivities_key, latent_key, result_fields
 
 
@@ -72,11 +73,17 @@ def write_result(
     }
     adata.uns[key] = entry
     written = [f"uns[{key!r}]"]
+    # dask arrays (fits on dask input) stay lazy: they are computed chunk by chunk when read or written
     if latent is not None:
-        adata.obsm[latent_key(key)] = np.asarray(latent, dtype=float)
+        adata.obsm[latent_key(key)] = latent if is_dask(latent) else np.asarray(latent, dtype=float)
         written.append(f"obsm[{latent_key(key)!r}]")
     if assignment is not None:
-        adata.obsm[assignment_key(key)] = sparse.csr_matrix(assignment) if sparse.issparse(assignment) else np.asarray(assignment)
+        if is_dask(assignment):
+            adata.obsm[assignment_key(key)] = assignment
+        elif sparse.issparse(assignment):
+            adata.obsm[assignment_key(key)] = sparse.csr_matrix(assignment)
+        else:
+            adata.obsm[assignment_key(key)] = np.asarray(assignment)
         written.append(f"obsm[{assignment_key(key)!r}]")
     if connectivities is not None:
         graph = sparse.csr_matrix(connectivities, dtype=float)

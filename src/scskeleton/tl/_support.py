@@ -12,9 +12,8 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.trees import support as core
-from .._core.trees.trajectory import project_onto_graph
 from .._core.validation import check_integer
-from .._schema import StoredGraph, cell_coordinates, is_cell_graph, read_graph
+from .._schema import StoredGraph, cell_projection, is_cell_graph, read_graph
 from . import _progress
 from ._ddrtree import ddrtree
 from ._inputs import check_random_state, get_representation
@@ -143,7 +142,7 @@ def branch_support(
     start = logg.info(
         f"computing branch support of {key!r} ({n_boot} refits of {graph.method} on {n_sub} of {n_cells} cells)"
     )
-    projection = project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
+    projection = cell_projection(adata, graph)
     reference = core.tree_sets(graph.adjacency, projection.edge_start, projection.edge_end, projection.fraction)
     points = np.zeros((n_boot, reference.branch_points.size), dtype=bool)
     leaves = np.zeros((n_boot, reference.leaves.size), dtype=bool)
@@ -222,6 +221,6 @@ def _refit(learner: Callable, data: np.ndarray, use_rep: str, kwargs: dict) -> t
     sub = AnnData(X=data, obs=obs) if use_rep == "X" else AnnData(obs=obs, obsm={use_rep: data})
     learner(sub, use_rep=use_rep, key_added=_REFIT_KEY, **kwargs)
     graph = read_graph(sub, _REFIT_KEY)
-    projection = project_onto_graph(cell_coordinates(sub, graph), graph.nodes, graph.adjacency)
+    projection = cell_projection(sub, graph)
     sets = core.tree_sets(graph.adjacency, projection.edge_start, projection.edge_end, projection.fraction)
     return sets, bool(sub.uns[_REFIT_KEY]["converged"])

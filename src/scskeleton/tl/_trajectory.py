@@ -16,7 +16,7 @@ from .._core.validation import check_integer
 from .._schema import (
     StoredGraph,
     cell_assignment,
-    cell_coordinates,
+    cell_projection,
     column_sums,
     member_cells,
     milestone_key,
@@ -266,7 +266,7 @@ def pseudotime(
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
     start = logg.info(f"computing pseudotime on {key!r}")
-    projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
+    projection = cell_projection(adata, graph)
     shape = core.topology(
         graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=min_branch_nodes, drop_leaves=drop_leaves
     )
@@ -386,7 +386,7 @@ def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
     first = _path_end(adata, graph, start, "start")
     last = _path_end(adata, graph, end, "end")
     nodes_on_path = core.node_path(graph.adjacency, graph.nodes, first, last)
-    projection = core.project_onto_graph(cell_coordinates(adata, graph), graph.nodes, graph.adjacency)
+    projection = cell_projection(adata, graph)
     cells, position = core.cells_on_path(projection, nodes_on_path, graph.nodes)
     inside = member_cells(adata, key)[cells]  # a sub-trajectory leaves out the cells outside it
     cells, position = cells[inside], position[inside]

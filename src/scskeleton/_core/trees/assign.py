@@ -178,10 +178,14 @@ def kmeans(
     ``max_seed_points``, each a random subset: the result is only an
     initialisation, which the solvers refine on all points. A center that loses
     all its points keeps its previous position. Returns the K × d centers.
+    ``points`` may be a lazy (dask) array: only the subset is computed.
     """
     rng = np.random.default_rng(random_state)
+    # np.asarray: a lazy (dask) array of points is read for the subset only
     if points.shape[0] > max_points:
-        points = points[np.sort(rng.choice(points.shape[0], size=max_points, replace=False))]
+        points = np.asarray(points[np.sort(rng.choice(points.shape[0], size=max_points, replace=False))])
+    else:
+        points = np.asarray(points)
     seed_pool = points
     if points.shape[0] > max_seed_points:
         seed_pool = points[np.sort(rng.choice(points.shape[0], size=max_seed_points, replace=False))]

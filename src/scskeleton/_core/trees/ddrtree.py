@@ -169,6 +169,50 @@ def default_lam(n_cells: int) -> float:
     return 0.25 * n_cells
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The parameters of :func:`ddrtree`, validated, with the data-free defaults resolved
+    (``n_components`` stays ``None`` until YᵀY is known)."""
+
+    n_components: int | None
+    n_centers: int
+    sigma: float
+    gamma: float
+    lam: float
+    maxiter: int
+    tol: float
+    random_state: int
+    min_branch_extension: float
+    min_branch_fraction: float
+
+
+def check_settings(
+    shape: tuple[int, int], *, n_components, n_centers, sigma, gamma, lam, maxiter, tol, random_state,
+    min_branch_extension, min_branch_fraction,
+) -> Settings:
+    """Validate the parameters of :func:`ddrtree` for data of ``shape`` (N × D), before any work is done."""
+    n_cells, n_features = shape
+    if n_cells < 3:
+        raise ValueError(f"DDRTree needs at least 3 cells; got {n_cells}.")
+    if n_components is not None:
+        n_components = check_integer(
+            "n_components", n_components, low=1, high=n_features, role="latent dimension d, at most the number of features"
+        )
+    if n_centers is None:
+        n_centers = default_n_centers(n_cells)
+    n_centers = check_integer("n_centers", n_centers, low=2, high=n_cells, role="number of tree nodes K, 2 ≤ K ≤ N")
+    sigma = check_positive("sigma", sigma, role="bandwidth of the soft assignment, eq. 32")
+    gamma = check_positive("gamma", gamma, role="weight of the quantization term, eq. 31")
+    lam = default_lam(n_cells) if lam is None else check_positive("lam", lam, role="weight of the tree length, eq. 31")
+    maxiter = check_integer("maxiter", maxiter, low=1)
+    min_branch_extension, min_branch_fraction = check_pruning(min_branch_extension, min_branch_fraction)
+    tol = check_positive("tol", tol, allow_zero=True)
+    random_state = check_integer("random_state", random_state, low=0)
+    return Settings(
+        n_components, n_centers, sigma, gamma, lam, maxiter, tol, random_state, min_branch_extension, min_branch_fraction
+    )
+
+
 def ddrtree(
     data,
     *,
@@ -219,23 +263,17 @@ def ddrtree(
         Called as ``callback(iteration, objective)`` after every iteration.
     """
     data = as_float_matrix(data, "data")
-    n_cells, n_features = data.shape
-    if n_cells < 3:
-        raise ValueError(f"DDRTree needs at least 3 cells; got {n_cells}.")
-    if n_components is not None:
-        n_components = check_integer(
-            "n_components", n_components, low=1, high=n_features, role="latent dimension d, at most the number of features"
-        )
-    if n_centers is None:
-        n_centers = default_n_centers(n_cells)
-    n_centers = check_integer("n_centers", n_centers, low=2, high=n_cells, role="number of tree nodes K, 2 ≤ K ≤ N")
-    sigma = check_positive("sigma", sigma, role="bandwidth of the soft assignment, eq. 32")
-    gamma = check_positive("gamma", gamma, role="weight of the quantization term, eq. 31")
-    lam = default_lam(n_cells) if lam is None else check_positive("lam", lam, role="weight of the tree length, eq. 31")
-    maxiter = check_integer("maxiter", maxiter, low=1)
-    min_branch_extension, min_branch_fraction = check_pruning(min_branch_extension, min_branch_fraction)
-    tol = check_positive("tol", tol, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
+    settings = check_settings(
+        data.shape, n_components=n_components, n_centers=n_centers, sigma=sigma, gamma=gamma, lam=lam,
+        maxiter=maxiter, tol=tol, random_state=random_state,
+        min_branch_extension=min_branch_extension, min_branch_fraction=min_branch_fraction,
+    )
+    n_components, n_centers, sigma, gamma, lam = (
+        settings.n_components, settings.n_centers, settings.sigma, settings.gamma, settings.lam
+    )
+    maxiter, tol, random_state = settings.maxiter, settings.tol, settings.random_state
+    min_branch_extension, min_branch_fraction = settings.min_branch_extension, settings.min_branch_fraction
+    n_cells = data.shape[0]
 
     mean = data.mean(axis=0)
     data = data - mean
@@ -260,37 +298,27 @@ def ddrtree(
         # eq. (32); the previous R is no longer needed, so its memory is reused
         assignment = soft_assignment(latent, centers, sigma, reuse=None if assignment is None else assignment.matrix)
         resp = assignment.matrix
-        mass = assignment.column_mass
-
-        step = proposition5(data, gram, resp, mass, graph_laplacian, gamma=gamma, lam=lam, n_components=n_components)
-        projection, latent, centers = step.projection, step.latent, step.centers
-
-        value = _objective(
-            step,
-            data_norm2=data_norm2,
-            gram=gram,
-            mass=mass,
-            neg_entropy=assignment.neg_entropy,
-            graph_laplacian=graph_laplacian,
-            sigma=sigma,
-            gamma=gamma,
-            lam=lam,
+        step = proposition5(
+            data, gram, resp, assignment.neg_entropy, graph_laplacian, gamma=gamma, lam=lam, n_components=n_components
+        )
+        projection, latent, centers, data_proj = step.projection, step.latent, step.centers, step.data_proj
+        value = objective_value(
+            projection, centers, step.sums, step.latent_part,
+            data_norm2=data_norm2, gram=gram, graph_laplacian=graph_laplacian, sigma=sigma, gamma=gamma, lam=lam,
         )
         objective.append(value)
         if callback is not None:
             callback(iteration, value)
-        if iteration > 1:
-            previous = objective[-2]
-            if abs(previous - value) <= tol * max(abs(previous), np.finfo(float).tiny):
-                converged = True
-                break
+        if iteration > 1 and has_converged(objective, tol):
+            converged = True
+            break
 
     # S and R consistent with the final centers and latent points.
     tree = minimum_spanning_tree(centers)
     n_pruned = 0
     if prune:
         pruned = prune_tree(
-            step.data_proj, centers, tree, min_extension=min_branch_extension, min_mass=min_branch_fraction
+            data_proj, centers, tree, min_extension=min_branch_extension, min_mass=min_branch_fraction
         )
         centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
     reuse = assignment.matrix if n_pruned == 0 else None
@@ -306,49 +334,153 @@ def ddrtree(
         converged=converged,
         mean=mean,
         n_pruned=n_pruned,
-        gap_edges=bridging_edges(step.data_proj, centers, tree),
+        gap_edges=bridging_edges(data_proj, centers, tree),
+    )
+
+
+def has_converged(objective: list[float], tol: float) -> bool:
+    """Whether the relative change of the objective over the last iteration is at most ``tol``."""
+    previous, value = objective[-2], objective[-1]
+    return abs(previous - value) <= tol * max(abs(previous), np.finfo(float).tiny)
+
+
+# Proposition 5 as sums over cells and small solves. Each sum is additive over any partition of
+# the cells, so the in-memory fit evaluates it on all cells at once and the chunked fit
+# (scskeleton._dask) on each block of cells, adding the blocks' sums; the solves see only
+# K × K, K × D and D × D arrays.
+
+
+@dataclass(frozen=True)
+class AssignmentSums:
+    """Sums over the cells of one soft assignment R (eq. 32) that Proposition 5 needs.
+
+    ``resp_gram`` = RᵀR (K × K), ``resp_data`` = RᵀY (K × D, Y centred),
+    ``mass`` = 1ᵀR (Gamma's diagonal), ``neg_entropy`` = Σ r log r.
+    """
+
+    resp_gram: np.ndarray
+    resp_data: np.ndarray
+    mass: np.ndarray
+    neg_entropy: float
+
+    def __add__(self, other: AssignmentSums) -> AssignmentSums:
+        return AssignmentSums(
+            self.resp_gram + other.resp_gram, self.resp_data + other.resp_data,
+            self.mass + other.mass, self.neg_entropy + other.neg_entropy,
+        )
+
+
+def assignment_sums(resp, data: np.ndarray, neg_entropy: float) -> AssignmentSums:
+    """:class:`AssignmentSums` of the cells in ``resp`` (R, dense or CSR) and ``data`` (their centred Y)."""
+    return AssignmentSums(
+        _gram_of(resp), np.asarray(resp.T @ data), np.asarray(resp.sum(axis=0)).ravel(), float(neg_entropy)
     )
 
 
 @dataclass(frozen=True)
+class ProjectionStep:
+    """The K × K / D × D part of Proposition 5 for fixed {S, R}.
+
+    ``projection`` = W (eq. 33: top eigenvectors of YᵀQY), ``latent_rhs`` =
+    M⁻¹ RᵀYW (K × d; each cell's Z needs only its row of R and this),
+    ``smoothing_factor`` = Cholesky factor of B = (lam/gamma) L + Gamma.
+    """
+
+    projection: np.ndarray
+    latent_rhs: np.ndarray
+    smoothing_factor: tuple
+
+
+def solve_projection(
+    gram: np.ndarray, sums: AssignmentSums, graph_laplacian: np.ndarray, *, gamma: float, lam: float, n_components: int
+) -> ProjectionStep:
+    """W of eq. (33) from YᵀY and the assignment sums, through K × K systems only (Cholesky).
+
+    Q = (I + R M⁻¹ Rᵀ)/(1 + gamma) is never formed:
+    YᵀQY = (YᵀY + (RᵀY)ᵀ M⁻¹ (RᵀY)) / (1 + gamma).
+    """
+    smoothing = (lam / gamma) * graph_laplacian + np.diag(sums.mass)
+    woodbury = ((1.0 + gamma) / gamma) * smoothing - sums.resp_gram
+    woodbury_factor = _cholesky(woodbury, "M = ((1+gamma)/gamma)(lam/gamma L + Gamma) - RᵀR")
+    resp_data = sums.resp_data
+    projected_gram = (gram + resp_data.T @ linalg.cho_solve(woodbury_factor, resp_data)) / (1.0 + gamma)
+    projection = principal_directions(projected_gram, n_components)
+    return ProjectionStep(
+        projection=projection,
+        latent_rhs=linalg.cho_solve(woodbury_factor, resp_data @ projection),
+        smoothing_factor=_cholesky(smoothing, "lam/gamma L + Gamma"),
+    )
+
+
+def update_latent(data: np.ndarray, resp, step: ProjectionStep, *, gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    """YW and Z = QYW = (YW + R M⁻¹ RᵀYW) / (1 + gamma) (eq. 33) for the cells in ``data`` / ``resp``."""
+    data_proj = data @ step.projection
+    return data_proj, (data_proj + resp @ step.latent_rhs) / (1.0 + gamma)
+
+
+@dataclass(frozen=True)
+class LatentSums:
+    """Sums over the cells after the Z update: RᵀZ (K × d), ||YW - Z||² and ||Z||²."""
+
+    resp_latent: np.ndarray
+    residual_inside: float
+    latent_norm2: float
+
+    def __add__(self, other: LatentSums) -> LatentSums:
+        return LatentSums(
+            self.resp_latent + other.resp_latent,
+            self.residual_inside + other.residual_inside,
+            self.latent_norm2 + other.latent_norm2,
+        )
+
+
+def latent_sums(resp, data_proj: np.ndarray, latent: np.ndarray) -> LatentSums:
+    """:class:`LatentSums` of the cells in ``resp``, ``data_proj`` (YW) and ``latent`` (Z)."""
+    return LatentSums(
+        np.asarray(resp.T @ latent), float(np.sum((data_proj - latent) ** 2)), float(np.sum(latent**2))
+    )
+
+
+def solve_centers(step: ProjectionStep, sums: LatentSums) -> np.ndarray:
+    """C = B⁻¹ RᵀZ (eq. 33)."""
+    return linalg.cho_solve(step.smoothing_factor, sums.resp_latent)
+
+
+@dataclass(frozen=True)
 class Proposition5Step:
-    """The {W, Z, C} block update and the products the objective reuses."""
+    """The {W, Z, C} block update of all cells and the sums the objective reuses."""
 
     projection: np.ndarray
     latent: np.ndarray
     centers: np.ndarray
     data_proj: np.ndarray  # YW
-    resp_latent: np.ndarray  # RᵀZ
+    sums: AssignmentSums
+    latent_part: LatentSums
 
 
 def proposition5(
     data: np.ndarray,
     gram: np.ndarray,
     resp,
-    mass: np.ndarray,
+    neg_entropy: float,
     graph_laplacian: np.ndarray,
     *,
     gamma: float,
     lam: float,
     n_components: int,
 ) -> Proposition5Step:
-    """Exact minimiser of (31) over {W, Z, C} for fixed {S, R} (Proposition 5, eq. 33).
+    """Exact minimiser of (31) over {W, Z, C} for fixed {S, R} (Proposition 5, eq. 33), on all cells.
 
     ``data`` is the centred Y (N × D), ``gram`` = YᵀY, ``resp`` = R (dense or
-    CSR), ``mass`` = 1ᵀR, ``graph_laplacian`` = L of S. Only K × K systems are
-    solved (Cholesky); Q = (I + R M⁻¹ Rᵀ)/(1 + gamma) is never formed.
+    CSR) with Σ r log r = ``neg_entropy``, ``graph_laplacian`` = L of S.
     """
-    smoothing = (lam / gamma) * graph_laplacian + np.diag(mass)
-    woodbury = ((1.0 + gamma) / gamma) * smoothing - _gram_of(resp)
-    woodbury_factor = _cholesky(woodbury, "M = ((1+gamma)/gamma)(lam/gamma L + Gamma) - RᵀR")
-    resp_data = np.asarray(resp.T @ data)  # RᵀY, K × D
-    projected_gram = (gram + resp_data.T @ linalg.cho_solve(woodbury_factor, resp_data)) / (1.0 + gamma)
-    projection = principal_directions(projected_gram, n_components)
-    data_proj = data @ projection
-    latent = (data_proj + resp @ linalg.cho_solve(woodbury_factor, resp_data @ projection)) / (1.0 + gamma)
-    resp_latent = np.asarray(resp.T @ latent)
-    centers = linalg.cho_solve(_cholesky(smoothing, "lam/gamma L + Gamma"), resp_latent)
-    return Proposition5Step(projection, latent, centers, data_proj, resp_latent)
+    sums = assignment_sums(resp, data, neg_entropy)
+    solve = solve_projection(gram, sums, graph_laplacian, gamma=gamma, lam=lam, n_components=n_components)
+    data_proj, latent = update_latent(data, resp, solve, gamma=gamma)
+    latent_part = latent_sums(resp, data_proj, latent)
+    return Proposition5Step(
+        solve.projection, latent, solve_centers(solve, latent_part), data_proj, sums, latent_part
+    )
 
 
 def _gram_of(resp, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
@@ -376,19 +508,20 @@ def _cholesky(matrix: np.ndarray, name: str):
         ) from err
 
 
-def _objective(
-    step: Proposition5Step,
+def objective_value(
+    projection: np.ndarray,
+    centers: np.ndarray,
+    sums: AssignmentSums,
+    latent_part: LatentSums,
     *,
     data_norm2: float,
     gram: np.ndarray,
-    mass: np.ndarray,
-    neg_entropy: float,
     graph_laplacian: np.ndarray,
     sigma: float,
     gamma: float,
     lam: float,
 ) -> float:
-    """Exact value of objective (31).
+    """Exact value of objective (31) from the sums over cells.
 
     Reconstruction: with WᵀW = I, Y - ZWᵀ = (Y - YWWᵀ) + (YW - Z)Wᵀ and the two
     parts are orthogonal, so ||Y - ZWᵀ||² = (||Y||² - ||YW||²) + ||YW - Z||²,
@@ -397,16 +530,17 @@ def _objective(
     Quantization: Σ r_ik ||z_i - c_k||² = ||Z||² - 2 Tr(Cᵀ RᵀZ) + Σ_k Gamma_k ||c_k||²
     (rows of R sum to one).
     """
-    projection, latent, centers = step.projection, step.latent, step.centers
     residual_outside = data_norm2 - float(np.sum(projection * (gram @ projection)))
-    residual_inside = float(np.sum((step.data_proj - latent) ** 2))
     tree_length = lam * float(np.sum(centers * (graph_laplacian @ centers)))
     quantization = (
-        float(np.sum(latent**2))
-        - 2.0 * float(np.sum(centers * step.resp_latent))
-        + float(np.sum(mass * np.sum(centers**2, axis=1)))
+        latent_part.latent_norm2
+        - 2.0 * float(np.sum(centers * latent_part.resp_latent))
+        + float(np.sum(sums.mass * np.sum(centers**2, axis=1)))
     )
-    return residual_outside + residual_inside + tree_length + gamma * (quantization + sigma * neg_entropy)
+    return (
+        residual_outside + latent_part.residual_inside + tree_length
+        + gamma * (quantization + sigma * sums.neg_entropy)
+    )
 
 
 def embed_new_cells(

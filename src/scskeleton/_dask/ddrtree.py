@@ -1,0 +1,207 @@
+"""DDRTree (Algorithm 2, objective 31) on a dask array of cells, chunk by chunk.
+
+The in-memory solver (:func:`scskeleton._core.trees.ddrtree.ddrtree`) evaluates
+Proposition 5 as sums over cells followed by small solves. Here each sum is taken
+block by block over the row chunks of Y and added on the driver, so only K × K,
+K × D and D × D arrays live there. One iteration is two passes over the cells:
+
+(a) per chunk, R_c (eq. 32) from Z_c and C, emitting R_cᵀR_c, R_cᵀY_c, 1ᵀR_c and
+    Σ r log r; on the driver the MST (eq. 28), M and its Cholesky factor, and W;
+(b) per chunk, R_c again (recomputed, never stored: N × K need not fit
+    anywhere), the new Z_c (eq. 33), kept in (worker) memory for the next
+    iteration, and its sums R_cᵀZ_c, ||Y_cW - Z_c||², ||Z_c||²; on the driver C and
+    the objective.
+
+Before the loop, two passes give the mean and YᵀY, and k-means seeds C on the same
+deterministic subsample of Z as the in-memory solver, so both paths run the same
+iterations: their objectives agree to round-off, whatever the chunking.
+Pruning and the gap test judge YW on all cells up to :data:`JUDGED_CELLS` and on a
+uniform sample of that many (drawn from ``random_state``) beyond: both work on
+quantiles and shares of cells, which a sample of 200,000 fixes far more finely
+than their thresholds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import dask.array as da
+import numpy as np
+from dask import delayed
+from scipy import sparse
+
+from .._core.embed import principal_directions
+from .._core.graphs import laplacian, minimum_spanning_tree
+from .._core.trees.assign import kmeans, soft_assignment
+from .._core.trees.ddrtree import (
+    MAX_CENTERS,
+    DDRTreeResult,
+    ProjectionStep,
+    assignment_sums,
+    check_settings,
+    default_n_components,
+    has_converged,
+    latent_sums,
+    objective_value,
+    solve_centers,
+    solve_projection,
+    update_latent,
+)
+from .._core.trees.gaps import bridging_edges
+from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
+from .blocks import block_sum, from_blocks, gather_rows, persist, rechunk_rows, tree_sum
+
+#: Pruning and the gap test see at most this many cells (a uniform sample beyond).
+JUDGED_CELLS = 200_000
+
+__all__ = ["ddrtree_chunked", "MAX_CENTERS"]
+
+
+def ddrtree_chunked(
+    data: da.Array,
+    *,
+    n_components: int | None = None,
+    n_centers: int | None = None,
+    sigma: float = 1e-3,
+    gamma: float = 10.0,
+    lam: float | None = None,
+    maxiter: int = 100,
+    tol: float = 1e-3,
+    random_state: int = 0,
+    prune: bool = False,
+    min_branch_extension: float = MIN_EXTENSION,
+    min_branch_fraction: float = MIN_MASS,
+    chunk_rows: int | None = None,
+    callback: Callable[[int, float], None] | None = None,
+) -> DDRTreeResult:
+    """:func:`~scskeleton._core.trees.ddrtree.ddrtree` on a dask array ``data`` (N × D), chunked over cells.
+
+    Same parameters and result; ``latent`` (Z) is a dask array held in
+    (worker) memory and ``assignment`` (R) a lazy dask array recomputed from Z
+    and C chunk by chunk when read. ``chunk_rows`` rechunks the cells
+    (``None``: as stored). Runs on whatever dask scheduler is active, e.g. a
+    ``dask.distributed`` client.
+    """
+    data = rechunk_rows(data, chunk_rows)
+    settings = check_settings(
+        data.shape, n_components=n_components, n_centers=n_centers, sigma=sigma, gamma=gamma, lam=lam,
+        maxiter=maxiter, tol=tol, random_state=random_state,
+        min_branch_extension=min_branch_extension, min_branch_fraction=min_branch_fraction,
+    )
+    sigma, gamma, lam = settings.sigma, settings.gamma, settings.lam
+    n_cells = data.shape[0]
+    sizes = data.chunks[0]
+
+    column_sum, non_finite = block_sum(_column_sums, [data])
+    if non_finite:
+        raise ValueError(
+            f"The data contain {int(non_finite)} NaN or infinite values; remove or impute them before fitting."
+        )
+    mean = column_sum / n_cells
+    gram = block_sum(_centred_gram, [data], mean)  # YᵀY of the centred Y
+    data_norm2 = float(np.trace(gram))
+    n_components = default_n_components(gram) if settings.n_components is None else settings.n_components
+
+    projection = principal_directions(gram, n_components)
+    latent_blocks = persist(*[delayed(_project)(block, mean, projection) for block in data.to_delayed().ravel()])
+    latent = from_blocks(latent_blocks, sizes, n_components)
+    if settings.n_centers == n_cells:
+        centers = np.asarray(latent.compute(), dtype=float)
+    else:
+        centers = kmeans(latent, settings.n_centers, random_state=settings.random_state)
+
+    objective: list[float] = []
+    converged = False
+    data_blocks = list(data.to_delayed().ravel())
+    for iteration in range(1, settings.maxiter + 1):
+        tree = minimum_spanning_tree(centers)  # eq. (28)
+        graph_laplacian = laplacian(tree)
+        sums = tree_sum(
+            [delayed(_assignment_block)(y, z, mean, centers, sigma) for y, z in zip(data_blocks, latent_blocks)]
+        ).compute()
+        step = solve_projection(gram, sums, graph_laplacian, gamma=gamma, lam=lam, n_components=n_components)
+        parts = [
+            delayed(_latent_block, nout=2)(y, z, mean, centers, sigma, step.projection, step.latent_rhs, gamma)
+            for y, z in zip(data_blocks, latent_blocks)
+        ]
+        *latent_blocks, latent_total = persist(*[part[0] for part in parts], tree_sum([part[1] for part in parts]))
+        latent_part = latent_total.compute()
+        projection, centers = step.projection, solve_centers(step, latent_part)
+        value = objective_value(
+            projection, centers, sums, latent_part,
+            data_norm2=data_norm2, gram=gram, graph_laplacian=graph_laplacian, sigma=sigma, gamma=gamma, lam=lam,
+        )
+        objective.append(value)
+        if callback is not None:
+            callback(iteration, value)
+        if iteration > 1 and has_converged(objective, settings.tol):
+            converged = True
+            break
+
+    tree = minimum_spanning_tree(centers)
+    rows = None
+    if n_cells > JUDGED_CELLS:
+        rng = np.random.default_rng(settings.random_state)
+        rows = np.sort(rng.choice(n_cells, size=JUDGED_CELLS, replace=False))
+    judged = (gather_rows(data, rows) - mean) @ projection  # YW of the judged cells
+    n_pruned = 0
+    if prune:
+        pruned = prune_tree(
+            judged, centers, tree, min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction
+        )
+        centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
+    latent = from_blocks(latent_blocks, sizes, n_components)
+    assignment = latent.map_blocks(
+        _assignment_matrix, centers, sigma, chunks=(latent.chunks[0], (centers.shape[0],)), dtype=float
+    )
+    return DDRTreeResult(
+        projection=projection,
+        latent=latent,
+        centers=centers,
+        tree=tree,
+        assignment=assignment,
+        objective=np.asarray(objective),
+        n_iter=len(objective),
+        converged=converged,
+        mean=mean,
+        n_pruned=n_pruned,
+        gap_edges=bridging_edges(judged, centers, tree),
+    )
+
+
+# Block functions: numpy in, numpy out, run on the workers.
+
+
+def _as_float(block) -> np.ndarray:
+    return np.asarray(block, dtype=float)
+
+
+def _column_sums(block) -> tuple[np.ndarray, int]:
+    block = _as_float(block)
+    return block.sum(axis=0), int(np.count_nonzero(~np.isfinite(block)))
+
+
+def _centred_gram(block, mean: np.ndarray) -> np.ndarray:
+    centred = _as_float(block) - mean
+    return centred.T @ centred
+
+
+def _project(block, mean: np.ndarray, projection: np.ndarray) -> np.ndarray:
+    return (_as_float(block) - mean) @ projection
+
+
+def _assignment_block(block, latent: np.ndarray, mean: np.ndarray, centers: np.ndarray, sigma: float):
+    assignment = soft_assignment(latent, centers, sigma)
+    return assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
+
+
+def _latent_block(block, latent, mean, centers, sigma, projection, latent_rhs, gamma):
+    resp = soft_assignment(latent, centers, sigma).matrix
+    step = ProjectionStep(projection=projection, latent_rhs=latent_rhs, smoothing_factor=())
+    data_proj, new_latent = update_latent(_as_float(block) - mean, resp, step, gamma=gamma)
+    return new_latent, latent_sums(resp, data_proj, new_latent)
+
+
+def _assignment_matrix(latent: np.ndarray, centers: np.ndarray, sigma: float) -> np.ndarray:
+    matrix = soft_assignment(latent, centers, sigma).matrix
+    return matrix.toarray() if sparse.issparse(matrix) else matrix

@@ -1,0 +1,138 @@
+"""The chunked path: DDRTree, root and pseudotime on dask arrays equal the in-memory path."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+import anndata as ad  # noqa: E402
+
+import scskeleton as sks  # noqa: E402
+from scskeleton._core.trees.ddrtree import ddrtree  # noqa: E402
+from scskeleton._dask.ddrtree import ddrtree_chunked  # noqa: E402
+
+
+def _pipeline(adata, **kwargs):
+    sks.tl.ddrtree(adata, **kwargs)
+    sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "ddrtree")
+    return adata
+
+
+def _same_fit(first, second):
+    """Two DDRTree results that ran the same iterations: objective, centers and tree agree to round-off."""
+    assert first.n_iter == second.n_iter
+    np.testing.assert_allclose(first.objective, second.objective, rtol=1e-8, atol=0)
+    np.testing.assert_allclose(first.centers, second.centers, rtol=1e-7, atol=1e-9 * np.abs(first.centers).max())
+    assert (first.tree != second.tree).nnz == 0
+
+
+@pytest.fixture(scope="module")
+def large():
+    adata = sks.datasets.branching(100_000, n_leaves=3, n_dims=30, random_state=3)
+    return np.asarray(adata.X, dtype=float), adata.obs["true_pseudotime"].to_numpy()
+
+
+def test_chunked_fit_equals_in_memory_fit_on_1e5_cells(large):
+    data, _ = large
+    in_memory = ddrtree(data, prune=True, random_state=1)
+    chunked = ddrtree_chunked(da.from_array(data, chunks=(16_384, -1)), prune=True, random_state=1)
+    assert in_memory.n_iter > 3  # a real run, not a single step
+    _same_fit(in_memory, chunked)
+    np.testing.assert_allclose(chunked.latent.compute(), in_memory.latent, atol=1e-8 * np.abs(in_memory.latent).max())
+    dense = in_memory.assignment.toarray() if hasattr(in_memory.assignment, "toarray") else in_memory.assignment
+    np.testing.assert_allclose(chunked.assignment[:5_000].compute(), dense[:5_000], atol=1e-8)
+
+
+def test_chunking_does_not_change_the_fit(large):
+    data, _ = large
+    part = data[:30_000]
+    coarse = ddrtree_chunked(da.from_array(part, chunks=(30_000, -1)), random_state=0)
+    fine = ddrtree_chunked(da.from_array(part, chunks=(1_111, 7)), random_state=0)  # columns rechunked whole
+    _same_fit(coarse, fine)
+
+
+def test_root_and_pseudotime_on_a_chunked_fit_equal_the_in_memory_ones():
+    adata = sks.datasets.branching(20_000, n_leaves=3, random_state=5)
+    adata.obsm["X_pca"] = np.asarray(adata.X[:, :20], dtype=float)
+    lazy = adata.copy()
+    lazy.obsm["X_pca"] = da.from_array(adata.obsm["X_pca"], chunks=(3_000, -1))
+    _pipeline(adata)
+    _pipeline(lazy)
+    assert isinstance(lazy.obsm["X_ddrtree"], da.Array) and isinstance(lazy.obsm["ddrtree_assignment"], da.Array)
+    assert lazy.uns["ddrtree"]["root"] == adata.uns["ddrtree"]["root"]
+    np.testing.assert_array_equal(lazy.uns["ddrtree"]["branch_points"], adata.uns["ddrtree"]["branch_points"])
+    np.testing.assert_allclose(lazy.obs["ddrtree_pseudotime"], adata.obs["ddrtree_pseudotime"], atol=1e-9)
+    assert (lazy.obs["ddrtree_segment"] == adata.obs["ddrtree_segment"]).all()
+    # the tree is right, not only equal: n_leaves - 1 forks, pseudotime follows the truth
+    assert len(adata.uns["ddrtree"]["branch_points"]) == 2
+    rho = np.corrcoef(
+        np.argsort(np.argsort(lazy.obs["ddrtree_pseudotime"])), np.argsort(np.argsort(lazy.obs["true_pseudotime"]))
+    )[0, 1]
+    assert rho > 0.97
+    # a path and a group root read the lazy assignment by rows
+    frame = sks.tl.path(lazy, "ddrtree", "root", "tip 1")
+    assert frame["position"].is_monotonic_increasing and len(frame) > 1_000
+
+
+def test_lazy_results_are_written_and_read_back(tmp_path):
+    adata = sks.datasets.branching(3_000, n_leaves=2, random_state=2)
+    adata.obsm["X_pca"] = da.from_array(np.asarray(adata.X[:, :10], dtype=float), chunks=(500, -1))
+    _pipeline(adata)
+    expected_latent = adata.obsm["X_ddrtree"].compute()
+    expected_assignment = adata.obsm["ddrtree_assignment"].compute()
+    np.testing.assert_allclose(expected_assignment.sum(axis=1), 1.0)
+    adata.write_zarr(tmp_path / "fit.zarr")
+    adata.write_h5ad(tmp_path / "fit.h5ad")
+    for back in (ad.read_zarr(tmp_path / "fit.zarr"), ad.read_h5ad(tmp_path / "fit.h5ad")):
+        np.testing.assert_array_equal(np.asarray(back.obsm["X_ddrtree"]), expected_latent)
+        np.testing.assert_array_equal(np.asarray(back.obsm["ddrtree_assignment"]), expected_assignment)
+        np.testing.assert_array_equal(back.obs["ddrtree_pseudotime"], adata.obs["ddrtree_pseudotime"])
+        sks.tl.pseudotime(back, "ddrtree")  # the stored fit is usable as read
+        np.testing.assert_allclose(back.obs["ddrtree_pseudotime"], adata.obs["ddrtree_pseudotime"], atol=1e-12)
+
+
+def test_non_finite_lazy_input_is_refused_and_adata_unchanged():
+    adata = sks.datasets.branching(500, n_leaves=2, random_state=0)
+    values = np.asarray(adata.X[:, :5], dtype=float)
+    values[123, 2] = np.nan
+    adata.obsm["X_pca"] = da.from_array(values, chunks=(100, -1))
+    before = set(adata.uns), set(adata.obsm)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        sks.tl.ddrtree(adata)
+    assert (set(adata.uns), set(adata.obsm)) == before
+
+
+def test_fit_on_a_local_cluster_of_two_workers():
+    distributed = pytest.importorskip("distributed")
+    adata = sks.datasets.branching(4_000, n_leaves=3, random_state=4)
+    values = np.asarray(adata.X[:, :10], dtype=float)
+    expected = ddrtree(values, prune=True)
+    adata.obsm["X_pca"] = da.from_array(values, chunks=(1_000, -1))
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster):
+        _pipeline(adata)
+        np.testing.assert_allclose(adata.uns["ddrtree"]["objective"], expected.objective, rtol=1e-8)
+        assert np.isfinite(adata.obs["ddrtree_pseudotime"]).all()
+
+
+def test_in_memory_path_runs_without_dask():
+    # dask is an optional extra: with it made unimportable, numpy input must still fit end to end
+    code = (
+        "import sys\n"
+        "for name in ('dask', 'distributed'):\n"
+        "    sys.modules[name] = None\n"
+        "import numpy as np, scskeleton as sks\n"
+        "a = sks.datasets.branching(400, n_leaves=2, random_state=0)\n"
+        "a.obsm['X_pca'] = np.asarray(a.X[:, :10])\n"
+        "sks.tl.ddrtree(a); sks.tl.root(a, 'ddrtree', obs_min='true_pseudotime'); sks.tl.pseudotime(a, 'ddrtree')\n"
+        "sks.tl.rpg(a); sks.tl.root(a, 'rpg', obs_min='true_pseudotime'); sks.tl.pseudotime(a, 'rpg')\n"
+        "print('ok')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("ok")
