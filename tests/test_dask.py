@@ -136,3 +136,22 @@ def test_in_memory_path_runs_without_dask():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("graph", ["tree", "l1"])
+def test_chunked_principal_graph_equals_in_memory(graph):
+    adata = sks.datasets.branching(6_000 if graph == "tree" else 2_000, n_leaves=3, random_state=6)
+    adata.obsm["X_pca"] = np.asarray(adata.X[:, :15], dtype=float)
+    lazy = adata.copy()
+    lazy.obsm["X_pca"] = da.from_array(adata.obsm["X_pca"], chunks=(700, -1))
+    fit = sks.tl.rpg if graph == "tree" else sks.tl.rpg_l1
+    key = "rpg" if graph == "tree" else "rpg_l1"
+    for each in (adata, lazy):
+        fit(each)
+        sks.tl.root(each, key, obs_min="true_pseudotime")
+        sks.tl.pseudotime(each, key)
+    assert isinstance(lazy.obsm[f"{key}_assignment"], da.Array)
+    np.testing.assert_allclose(lazy.uns[key]["objective"], adata.uns[key]["objective"], rtol=1e-8)
+    assert (sks._schema.read_graph(lazy, key).adjacency != sks._schema.read_graph(adata, key).adjacency).nnz == 0
+    np.testing.assert_allclose(lazy.obs[f"{key}_pseudotime"], adata.obs[f"{key}_pseudotime"], atol=1e-9)
+    assert (lazy.obs[f"{key}_segment"] == adata.obs[f"{key}_segment"]).all()

@@ -198,6 +198,8 @@ def cell_coordinates(adata: AnnData, graph: StoredGraph) -> np.ndarray:
     ``obsm[space]``, or of ``adata.X`` for graphs fitted on ``use_rep="X"``."""
     if graph.space == "X":
         values = adata.X[:, : graph.nodes.shape[1]]
+        if is_dask(values):
+            return values
         values = values.toarray() if sparse.issparse(values) else np.asarray(values)
         return np.ascontiguousarray(values, dtype=float)
     if graph.space not in adata.obsm:

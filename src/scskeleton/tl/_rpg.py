@@ -8,6 +8,7 @@ from scanpy import logging as logg
 
 from .._core.trees import rpg as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
+from .._dask import is_dask
 from ._inputs import check_key, check_random_state, choose_representation, get_representation
 from ._progress import solver_run
 from ._results import write_graph
@@ -71,6 +72,9 @@ def rpg(
         ``obsm`` key (default ``"X_pca"``) or ``"X"``; the graph's nodes live in
         this space.
         ``None``: ``"X_pca"`` when present, else ``"X"`` (as scanpy).
+        A dask array is fitted chunk by chunk over cells, one pass per
+        iteration, on the active dask scheduler or ``distributed`` client,
+        never loaded whole (``scskeleton[dask]``); the assignment stays lazy.
     n_pcs
         Use only the first ``n_pcs`` columns of ``use_rep``.
     n_nodes
@@ -242,15 +246,21 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     key = check_key(key_added, default_key)
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True)
     n_cells = data.shape[0]
     default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes
     resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
+    chunked = is_dask(data)
+    if chunked:
+        from .._dask.rpg import rpg_chunked as fit
+    else:
+        fit = core.rpg
 
     with solver_run(name, use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter,
-                    size=n_cells * int(resolved_nodes)) as run:
-        result = core.rpg(
+                    size=n_cells * int(resolved_nodes), chunked=chunked,
+                    detail=f" chunked over {data.numblocks[0]} blocks of cells" if chunked else "") as run:
+        result = fit(
             data,
             graph=graph,
             n_nodes=resolved_nodes,

@@ -32,7 +32,7 @@ from .assign import kmeans, soft_assignment, squared_distances
 from .ddrtree import default_n_centers
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
-from .skeleton import l1_skeleton
+from .skeleton import l1_skeleton, shared_mass
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from ..validation import as_float_matrix, check_integer, check_positive
 
@@ -182,62 +182,34 @@ def rpg(
         Called as ``callback(iteration, objective)`` after each iteration.
     """
     data = as_float_matrix(data, "data")
-    n_points = data.shape[0]
-    if graph not in GRAPHS:
-        raise ValueError(f"graph must be one of {GRAPHS}; got {graph!r}.")
-    if n_points < 3:
-        raise ValueError(f"A principal graph needs at least 3 cells; got {n_points}.")
-    n_nodes = default_n_nodes(n_points) if n_nodes is None else n_nodes
-    n_nodes = check_integer("n_nodes", n_nodes, low=2, high=n_points, role="number of graph nodes K, 2 ≤ K ≤ N")
-    gamma = check_positive("gamma", gamma, role="weight of the quantization error, eq. 17")
-    lam = check_positive("lam", lam, role="weight of the ℓ1 reconstruction error, eq. 17")
-    if graph == "l1":
-        n_neighbors = check_integer(
-            "n_neighbors", n_neighbors, low=1, high=n_nodes - 1, role="candidate neighbours per node, fewer than K"
-        )
-    maxiter = check_integer("maxiter", maxiter, low=1)
-    min_branch_extension, min_branch_fraction = check_pruning(min_branch_extension, min_branch_fraction)
-    tol = check_positive("tol", tol, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
-
-    landmarks = data.copy() if n_nodes == n_points else kmeans(data, n_nodes, random_state=random_state)
+    settings = check_settings(
+        data.shape, graph=graph, n_nodes=n_nodes, gamma=gamma, lam=lam, n_neighbors=n_neighbors, maxiter=maxiter,
+        tol=tol, random_state=random_state, min_branch_extension=min_branch_extension,
+        min_branch_fraction=min_branch_fraction,
+    )
+    n_points, n_nodes = data.shape[0], settings.n_nodes
+    landmarks = data.copy() if n_nodes == n_points else kmeans(data, n_nodes, random_state=settings.random_state)
     sigma = default_sigma(landmarks) if sigma is None else check_positive(
         "sigma", sigma, role="bandwidth of the soft assignment, eq. 18"
     )
     centers = landmarks.copy()
-    program = _L1Program(landmarks, n_neighbors, lam) if graph == "l1" else None
+    program = _L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
     data_norm2 = float(np.sum(data**2))
 
     objective: list[float] = []
     converged = False
     assignment = None
-    for iteration in range(1, maxiter + 1):
+    for iteration in range(1, settings.maxiter + 1):
         # eq. (18); the previous P is no longer needed, so its memory is reused
         assignment = soft_assignment(data, centers, sigma, reuse=None if assignment is None else assignment.matrix)
-        if program is None:
-            adjacency = minimum_spanning_tree(centers)  # eq. (20)
-            reconstruction = 0.0
-        else:
-            adjacency, reconstruction = program.solve(centers)  # eq. (19)/(23)/(24)
-        graph_laplacian = laplacian(adjacency)
-        resp_data = np.asarray(assignment.matrix.T @ data)  # PᵀX, K × D
-        mass = assignment.column_mass
-        centers = _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)  # eq. (22)
-
-        quantization = (
-            data_norm2 - 2.0 * float(np.sum(centers * resp_data)) + float(mass @ np.sum(centers**2, axis=1))
+        sums = assignment_sums(assignment.matrix, data, assignment.neg_entropy)
+        centers, adjacency, value, size = iterate(
+            centers, sums, program, data_norm2=data_norm2, gamma=settings.gamma, lam=settings.lam, sigma=sigma
         )
-        length = 2.0 * float(np.sum(centers * (graph_laplacian @ centers)))
-        entropy = gamma * sigma * assignment.neg_entropy
-        value = length + lam * reconstruction + gamma * quantization + entropy
-        # The paper's rule divides the change by |objective|, but the entropy term is negative and
-        # the objective can pass through zero (two moons, Table 1), which stalls that rule for
-        # 100+ iterations; the sum of the terms' sizes is the same scale and never vanishes.
-        size = length + lam * reconstruction + gamma * quantization + abs(entropy)
         objective.append(value)
         if callback is not None:
             callback(iteration, value)
-        if iteration > 1 and abs(objective[-2] - value) <= tol * max(size, np.finfo(float).tiny):
+        if iteration > 1 and abs(objective[-2] - value) <= settings.tol * max(size, np.finfo(float).tiny):
             converged = True
             break
 
@@ -247,11 +219,16 @@ def rpg(
         # the loop's W is the optimum of (19), a band of short edges; report the curves, loops
         # and components that band draws (skeleton.py), and keep W itself alongside
         lp_adjacency = adjacency
-        adjacency = l1_skeleton(centers, adjacency, program.edges, assignment.matrix, min_mass=min_branch_fraction)
+        adjacency = l1_skeleton(
+            centers, adjacency, program.edges, *shared_mass(assignment.matrix, program.edges),
+            min_mass=settings.min_branch_fraction,
+        )
     if prune and program is None:
         # the tree of the final centers (the loop's W belongs to the centers before the last update)
         adjacency = minimum_spanning_tree(centers)
-        pruned = prune_tree(data, centers, adjacency, min_extension=min_branch_extension, min_mass=min_branch_fraction)
+        pruned = prune_tree(
+            data, centers, adjacency, min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction
+        )
         n_pruned = pruned.removed_branches
         if n_pruned:
             centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
@@ -270,6 +247,86 @@ def rpg(
         gap_edges=bridging_edges(data, centers, adjacency) if program is None else np.empty((0, 2), dtype=np.intp),
         lp_adjacency=lp_adjacency,
     )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The parameters of :func:`rpg`, validated, with ``n_nodes`` resolved."""
+
+    n_nodes: int
+    gamma: float
+    lam: float
+    n_neighbors: int
+    maxiter: int
+    tol: float
+    random_state: int
+    min_branch_extension: float
+    min_branch_fraction: float
+
+
+def check_settings(
+    shape: tuple[int, int], *, graph, n_nodes, gamma, lam, n_neighbors, maxiter, tol, random_state,
+    min_branch_extension, min_branch_fraction,
+) -> Settings:
+    """Validate the parameters of :func:`rpg` for data of ``shape`` (N × D), before any work is done."""
+    n_points = shape[0]
+    if graph not in GRAPHS:
+        raise ValueError(f"graph must be one of {GRAPHS}; got {graph!r}.")
+    if n_points < 3:
+        raise ValueError(f"A principal graph needs at least 3 cells; got {n_points}.")
+    n_nodes = default_n_nodes(n_points) if n_nodes is None else n_nodes
+    n_nodes = check_integer("n_nodes", n_nodes, low=2, high=n_points, role="number of graph nodes K, 2 ≤ K ≤ N")
+    gamma = check_positive("gamma", gamma, role="weight of the quantization error, eq. 17")
+    lam = check_positive("lam", lam, role="weight of the ℓ1 reconstruction error, eq. 17")
+    if graph == "l1":
+        n_neighbors = check_integer(
+            "n_neighbors", n_neighbors, low=1, high=n_nodes - 1, role="candidate neighbours per node, fewer than K"
+        )
+    maxiter = check_integer("maxiter", maxiter, low=1)
+    min_branch_extension, min_branch_fraction = check_pruning(min_branch_extension, min_branch_fraction)
+    tol = check_positive("tol", tol, allow_zero=True)
+    random_state = check_integer("random_state", random_state, low=0)
+    return Settings(
+        n_nodes, gamma, lam, n_neighbors, maxiter, tol, random_state, min_branch_extension, min_branch_fraction
+    )
+
+
+def assignment_sums(resp, data: np.ndarray, neg_entropy: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """PᵀX (K × D), 1ᵀP (Lambda's diagonal) and Σ p log p of the cells in ``resp`` / ``data``.
+
+    Everything an iteration needs from the cells, and additive over any
+    partition of them: the chunked fit (:mod:`scskeleton._dask.rpg`) adds the
+    blocks' sums.
+    """
+    return np.asarray(resp.T @ data), np.asarray(resp.sum(axis=0)).ravel(), float(neg_entropy)
+
+
+def iterate(
+    centers: np.ndarray, sums, program, *, data_norm2: float, gamma: float, lam: float, sigma: float
+) -> tuple[np.ndarray, sparse.csr_matrix, float, float]:
+    """One iteration after eq. (18): W (eq. 20, or the ℓ1 program 19/23/24 when ``program``
+    is given), then C by eq. (22), from the cells' :func:`assignment_sums`.
+
+    Returns the new centers, W, the objective (17)/(24) and the sum of its terms' sizes
+    (the scale of the stopping rule).
+    """
+    resp_data, mass, neg_entropy = sums
+    if program is None:
+        adjacency = minimum_spanning_tree(centers)  # eq. (20)
+        reconstruction = 0.0
+    else:
+        adjacency, reconstruction = program.solve(centers)  # eq. (19)/(23)/(24)
+    graph_laplacian = laplacian(adjacency)
+    centers = _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)  # eq. (22)
+    quantization = data_norm2 - 2.0 * float(np.sum(centers * resp_data)) + float(mass @ np.sum(centers**2, axis=1))
+    length = 2.0 * float(np.sum(centers * (graph_laplacian @ centers)))
+    entropy = gamma * sigma * neg_entropy
+    value = length + lam * reconstruction + gamma * quantization + entropy
+    # The paper's rule divides the change by |objective|, but the entropy term is negative and
+    # the objective can pass through zero (two moons, Table 1), which stalls that rule for
+    # 100+ iterations; the sum of the terms' sizes is the same scale and never vanishes.
+    size = length + lam * reconstruction + gamma * quantization + abs(entropy)
+    return centers, adjacency, value, size
 
 
 def _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma) -> np.ndarray:

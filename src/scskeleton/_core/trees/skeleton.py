@@ -46,10 +46,10 @@ def l1_skeleton(
     centers: np.ndarray,
     weights: sparse.spmatrix,
     candidates: np.ndarray,
-    assignment,
+    mass: np.ndarray,
+    shared: np.ndarray,
     *,
     min_mass: float,
-    chunk_rows: int = 2048,
 ) -> sparse.csr_matrix:
     """Curves, loops and components of the ℓ1 graph ``weights`` (module docstring).
 
@@ -62,8 +62,8 @@ def l1_skeleton(
     candidates
         E × 2 candidate edges of the program (i < j); the skeleton's edges are among them,
         except the edges that join a tiny component to its nearest neighbour.
-    assignment
-        P, N × K soft assignment (dense or CSR), rows summing to one.
+    mass, shared
+        The cells' :func:`shared_mass` for ``candidates``: 1ᵀP and Σ_i p_ia p_ib per edge.
     min_mass
         Components holding less than this fraction of the cells are joined to the nearest
         other component.
@@ -75,7 +75,6 @@ def l1_skeleton(
     """
     n_nodes = centers.shape[0]
     heads, tails = candidates[:, 0], candidates[:, 1]
-    mass, shared = _shared_mass(assignment, heads, tails, chunk_rows)
     supported = shared >= MIN_SHARED * np.maximum(np.minimum(mass[heads], mass[tails]), np.finfo(float).tiny)
     lp_weight = np.asarray(sparse.csr_matrix(weights)[heads, tails]).ravel()
     chosen = (lp_weight > 0) & supported
@@ -115,8 +114,13 @@ def l1_skeleton(
     return from_edges(edges, edge_weight, n_nodes)
 
 
-def _shared_mass(assignment, heads, tails, chunk_rows):
-    """Column masses of P and Σ_i p_ia p_ib for every candidate edge, one row block at a time."""
+def shared_mass(assignment, candidates: np.ndarray, chunk_rows: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    """Column masses 1ᵀP and Σ_i p_ia p_ib for every candidate edge (a, b), one row block at a time.
+
+    ``assignment`` is P, N × K (dense or CSR), rows summing to one. Both sums
+    are additive over the cells, so a chunked fit adds them over its blocks.
+    """
+    heads, tails = candidates[:, 0], candidates[:, 1]
     n_nodes = assignment.shape[1]
     mass = np.zeros(n_nodes)
     shared = np.zeros(heads.size)

@@ -1,0 +1,150 @@
+"""Regularized principal graphs (tree and ℓ1 graph) on a dask array of cells, chunk by chunk.
+
+An iteration of :func:`scskeleton._core.trees.rpg.rpg` needs from the cells only PᵀX,
+1ᵀP and Σ p log p (:func:`~scskeleton._core.trees.rpg.assignment_sums`), all additive over
+cells: one pass over the chunks computes P (eq. 18) per chunk and adds them, and the driver
+solves W (eq. 20, or the ℓ1 program on the K landmarks) and C (eq. 22) as in memory.
+Landmarks are k-means centroids of the same deterministic subsample, so both paths run the
+same iterations. P is never stored: the result's assignment is recomputed chunk by chunk
+when read. Pruning and the gap test judge the cells as in :mod:`scskeleton._dask.ddrtree`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import dask.array as da
+import numpy as np
+from .._core.graphs import minimum_spanning_tree
+from .._core.trees.assign import kmeans, soft_assignment
+from .._core.trees.gaps import bridging_edges
+from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
+from .._core.trees.rpg import RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, iterate
+from .._core.trees.skeleton import l1_skeleton, shared_mass
+from .._core.validation import check_positive
+from .blocks import block_sum, gather_rows, rechunk_rows
+from .ddrtree import JUDGED_CELLS, _as_float, _assignment_matrix, _column_sums
+
+
+def rpg_chunked(
+    data: da.Array,
+    *,
+    graph: str = "tree",
+    n_nodes: int | None = None,
+    sigma: float | None = None,
+    gamma: float = 10.0,
+    lam: float = 1.0,
+    n_neighbors: int = 5,
+    maxiter: int = 50,
+    tol: float = 1e-5,
+    random_state: int = 0,
+    prune: bool = False,
+    min_branch_extension: float = MIN_EXTENSION,
+    min_branch_fraction: float = MIN_MASS,
+    chunk_rows: int | None = None,
+    callback: Callable[[int, float], None] | None = None,
+) -> RPGResult:
+    """:func:`~scskeleton._core.trees.rpg.rpg` on a dask array ``data`` (N × D), one pass over the cells
+    per iteration. Same parameters and result; ``assignment`` is a lazy dask array. ``chunk_rows``
+    rechunks the cells (``None``: as stored)."""
+    data = rechunk_rows(data, chunk_rows)
+    settings = check_settings(
+        data.shape, graph=graph, n_nodes=n_nodes, gamma=gamma, lam=lam, n_neighbors=n_neighbors, maxiter=maxiter,
+        tol=tol, random_state=random_state, min_branch_extension=min_branch_extension,
+        min_branch_fraction=min_branch_fraction,
+    )
+    n_points = data.shape[0]
+    _, non_finite = block_sum(_column_sums, [data])
+    if non_finite:
+        raise ValueError(
+            f"The data contain {int(non_finite)} NaN or infinite values; remove or impute them before fitting."
+        )
+    if settings.n_nodes == n_points:
+        landmarks = gather_rows(data, None)
+    else:
+        landmarks = kmeans(data.astype(float), settings.n_nodes, random_state=settings.random_state)
+    sigma = default_sigma(landmarks) if sigma is None else check_positive(
+        "sigma", sigma, role="bandwidth of the soft assignment, eq. 18"
+    )
+    centers = landmarks.copy()
+    program = _L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
+    data_norm2 = float(block_sum(_squared_norm, [data]))
+
+    objective: list[float] = []
+    converged = False
+    for iteration in range(1, settings.maxiter + 1):
+        assigned = centers  # P of this iteration belongs to the centers before the update
+        sums = block_sum(_assignment_block, [data], centers, sigma)
+        centers, adjacency, value, size = iterate(
+            centers, sums, program, data_norm2=data_norm2, gamma=settings.gamma, lam=settings.lam, sigma=sigma
+        )
+        objective.append(value)
+        if callback is not None:
+            callback(iteration, value)
+        if iteration > 1 and abs(objective[-2] - value) <= settings.tol * max(size, np.finfo(float).tiny):
+            converged = True
+            break
+
+    n_pruned = 0
+    lp_adjacency = None
+    gap_edges = np.empty((0, 2), dtype=np.intp)
+    if program is not None:
+        lp_adjacency = adjacency
+        mass, shared = block_sum(_shared_mass_block, [data], assigned, sigma, program.edges)
+        adjacency = l1_skeleton(
+            centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction
+        )
+    else:
+        rows = None
+        if n_points > JUDGED_CELLS:
+            rows = np.sort(np.random.default_rng(settings.random_state).choice(n_points, JUDGED_CELLS, replace=False))
+        judged = gather_rows(data, rows)
+        if prune:
+            adjacency = minimum_spanning_tree(centers)
+            pruned = prune_tree(
+                judged, centers, adjacency,
+                min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
+            )
+            n_pruned = pruned.removed_branches
+            if n_pruned:
+                centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
+                assigned = centers
+        gap_edges = bridging_edges(judged, centers, adjacency)
+    assignment = data.map_blocks(
+        _cell_assignment, assigned, sigma, chunks=(data.chunks[0], (assigned.shape[0],)), dtype=float
+    )
+    return RPGResult(
+        centers=centers,
+        landmarks=landmarks,
+        adjacency=adjacency,
+        assignment=assignment,
+        objective=np.asarray(objective),
+        n_iter=len(objective),
+        converged=converged,
+        sigma=sigma,
+        candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
+        n_pruned=n_pruned,
+        gap_edges=gap_edges,
+        lp_adjacency=lp_adjacency,
+    )
+
+
+def _squared_norm(block) -> float:
+    return float(np.sum(_as_float(block) ** 2))
+
+
+def _assignment_block(block, centers: np.ndarray, sigma: float):
+    block = _as_float(block)
+    assignment = soft_assignment(block, centers, sigma)
+    return assignment_sums(assignment.matrix, block, assignment.neg_entropy)
+
+
+def _shared_mass_block(block, centers: np.ndarray, sigma: float, candidates: np.ndarray):
+    return shared_mass(soft_assignment(_as_float(block), centers, sigma).matrix, candidates)
+
+
+def _cell_assignment(block, centers: np.ndarray, sigma: float) -> np.ndarray:
+    return _assignment_matrix(_as_float(block), centers, sigma)
+
+
+__all__ = ["rpg_chunked"]
