@@ -155,3 +155,36 @@ def test_chunked_principal_graph_equals_in_memory(graph):
     assert (sks._schema.read_graph(lazy, key).adjacency != sks._schema.read_graph(adata, key).adjacency).nnz == 0
     np.testing.assert_allclose(lazy.obs[f"{key}_pseudotime"], adata.obs[f"{key}_pseudotime"], atol=1e-9)
     assert (lazy.obs[f"{key}_segment"] == adata.obs[f"{key}_segment"]).all()
+
+
+def test_cli_fits_a_zarr_store_and_a_chunked_h5ad_like_the_in_memory_fit(tmp_path):
+    from scskeleton.cli import main
+
+    adata = sks.datasets.branching(3_000, n_leaves=3, random_state=8)
+    adata.obsm["X_pca"] = np.asarray(adata.X[:, :15], dtype=float)
+    adata.obs["start"] = np.where(adata.obs["true_pseudotime"] < 0.05, "yes", "no")
+    adata.write_zarr(tmp_path / "in.zarr")
+    adata.write_h5ad(tmp_path / "in.h5ad")
+    common = ["--root-group", "start=yes"]
+    assert main(["fit", str(tmp_path / "in.h5ad"), "--out", str(tmp_path / "memory.h5ad"), *common]) == 0
+    assert main(["fit", str(tmp_path / "in.zarr"), "--out", str(tmp_path / "lazy.zarr"), *common]) == 0
+    assert main(["fit", str(tmp_path / "in.h5ad"), "--chunks", "700", "--out", str(tmp_path / "chunked.h5ad"), *common]) == 0
+    expected = ad.read_h5ad(tmp_path / "memory.h5ad")
+    for back in (ad.read_zarr(tmp_path / "lazy.zarr"), ad.read_h5ad(tmp_path / "chunked.h5ad")):
+        np.testing.assert_allclose(back.uns["ddrtree"]["objective"], expected.uns["ddrtree"]["objective"], rtol=1e-8)
+        np.testing.assert_allclose(back.obs["ddrtree_pseudotime"], expected.obs["ddrtree_pseudotime"], atol=1e-9)
+        np.testing.assert_array_equal(np.asarray(back.X), np.asarray(expected.X))  # the input travels along
+    # a second run replaces the store only once the new one is complete
+    assert main(["fit", str(tmp_path / "in.zarr"), "--out", str(tmp_path / "lazy.zarr"), *common]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_cli_refuses_chunks_for_a_learner_that_needs_memory(tmp_path, capsys):
+    from scskeleton.cli import main
+
+    adata = sks.datasets.branching(300, n_leaves=2, random_state=0)
+    adata.write_h5ad(tmp_path / "in.h5ad")
+    status = main(["fit", str(tmp_path / "in.h5ad"), "--method", "mpme", "--chunks", "100", "--out",
+                   str(tmp_path / "out.h5ad")])
+    assert status != 0 and "--chunks" in capsys.readouterr().err
+    assert not (tmp_path / "out.h5ad").exists()

@@ -34,6 +34,11 @@ METHODS = {
 OWN_OPTIONS = {"use_rep": "--use-rep", "random_state": "--random-state", "maxiter": "--maxiter",
                "key_added": None, "copy": None}
 
+#: Learners that fit a dask array chunk by chunk (``--chunks``, or a .zarr input).
+CHUNKED_METHODS = ("ddrtree", "rpg", "rpg_l1")
+#: Cells per chunk when a .zarr input is opened lazily without --chunks.
+LAZY_CHUNK = 100_000
+
 #: Cells whose values are inspected to tell raw counts from normalised data.
 COUNT_CHECK_CELLS = 1_000
 
@@ -76,13 +81,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Fit a graph to an .h5ad file and write it, with the result, to --out. Every option is "
                     "checked before the data are fitted.",
     )
-    fit.add_argument("input", type=Path, help="input .h5ad file")
+    fit.add_argument("input", type=Path, help="input .h5ad file or .zarr store")
     fit.add_argument(
         "--method", choices=METHODS, default="ddrtree", metavar="METHOD",
         help="graph learner: " + "; ".join(f"{name}: {role}" for name, role in METHODS.items()),
     )
     fit.add_argument("--out", type=Path, required=True,
-                     help="output .h5ad file, replaced only once the new one is completely written")
+                     help="output .h5ad file (or .zarr store), replaced only once the new one is completely written")
     fit.add_argument(
         "--use-rep", default="X_pca",
         help="obsm key or X (default X_pca; computed with sc.pp.pca if absent, with a hint when X looks like raw "
@@ -98,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
              "numbers, true/false and none are converted; see help(sks.tl.METHOD))",
     )
     fit.add_argument("--random-state", type=_integer(low=0), default=0, help="seed (default: 0)")
+    fit.add_argument(
+        "--chunks", type=_integer(low=1), metavar="N",
+        help="open the input lazily, N cells per chunk, and fit chunk by chunk (ddrtree, rpg, rpg_l1; needs "
+             "scskeleton[dask]): X, layers and obsm are never loaded whole and are streamed to --out. The default "
+             "for a .zarr input is 100000; give --use-rep a stored obsm key (e.g. X_pca) in this mode",
+    )
     return parser
 
 
@@ -162,8 +173,13 @@ def _demo(args) -> int:
 
 def _fit(args) -> int:
     # everything that can be checked without the data, before the seconds of importing scanpy
-    if not args.input.is_file():
-        raise OSError(f"input file {str(args.input)!r} does not exist")
+    zarr_input = args.input.suffix == ".zarr" or (args.input / ".zgroup").is_file() or (args.input / "zarr.json").is_file()
+    if not (args.input.is_file() or (zarr_input and args.input.is_dir())):
+        raise OSError(f"input {str(args.input)!r} does not exist (give an .h5ad file or a .zarr store)")
+    chunks = args.chunks if args.chunks is not None else (LAZY_CHUNK if zarr_input else None)
+    if chunks is not None and args.method not in CHUNKED_METHODS:
+        raise ValueError(f"--chunks: {args.method} needs its data in memory; chunked fits are "
+                         f"{', '.join(CHUNKED_METHODS)} (drop --chunks to load the input)")
     _check_writable(args.out, "--out")
     if args.plot is not None:
         _check_image(args.plot)
@@ -178,10 +194,21 @@ def _fit(args) -> int:
     learner = getattr(tl, args.method)
     kwargs = _learner_kwargs(learner, args.method, params, maxiter=args.maxiter)
     try:
-        adata = anndata.read_h5ad(args.input)
-    except Exception as err:  # h5py and anndata raise many types for a bad file
-        raise OSError(f"cannot read {str(args.input)!r} as .h5ad: {err}") from err
+        if chunks is not None:
+            adata = _read_lazily(args.input, zarr_input=zarr_input, chunks=chunks)
+        elif zarr_input:
+            adata = anndata.read_zarr(args.input)
+        else:
+            adata = anndata.read_h5ad(args.input)
+    except ImportError:
+        raise
+    except Exception as err:  # h5py, zarr and anndata raise many types for a bad file
+        raise OSError(f"cannot read {str(args.input)!r} as {'a .zarr store' if zarr_input else '.h5ad'}: {err}") from err
     compute_pca = _check_use_rep(adata, args.use_rep)
+    if compute_pca and chunks is not None:
+        raise ValueError(f"--use-rep {args.use_rep}: with --chunks (or a .zarr input) the representation must be "
+                         f"stored in the input; its obsm keys: {', '.join(adata.obsm) or 'none'}. Compute it first "
+                         "(sc.pp.pca accepts dask arrays) or drop --chunks")
     if root_group is not None:
         root_group = _root_group(adata, *root_group)
 
@@ -201,7 +228,8 @@ def _fit(args) -> int:
     if root_group is not None:
         tl.root(adata, key, group=root_group)
         tl.pseudotime(adata, key)
-    _write_atomically(args.out, adata.write_h5ad)
+    writer = adata.write_zarr if args.out.suffix == ".zarr" else adata.write_h5ad
+    _write_atomically(args.out, writer)
     if args.plot is not None:
         import matplotlib
 
@@ -218,6 +246,42 @@ def _fit(args) -> int:
         summary += f", {len(entry['branch_points'])} branch points"
     print(f"scskeleton fit: {args.method} on {args.use_rep}: {summary}; wrote {args.out}")
     return 0
+
+
+def _read_lazily(path: Path, *, zarr_input: bool, chunks: int):
+    """The AnnData at ``path`` with obs, var, uns, varm and varp in memory and X, layers, obsm and
+    obsp as dask arrays of ``chunks`` cells per chunk (``anndata.experimental.read_elem_lazy``)."""
+    try:
+        import dask.array  # noqa: F401
+    except ImportError as err:
+        raise ImportError("--chunks (and a .zarr input) needs dask: pip install 'scskeleton[dask]'") from err
+    import anndata
+    from anndata.experimental import read_elem_lazy
+    from anndata.io import read_elem
+
+    if zarr_input:
+        import zarr
+
+        store = zarr.open(str(path), mode="r")
+    else:
+        import h5py
+
+        store = h5py.File(path, "r")  # kept open: the lazy arrays read from it until the result is written
+    parts = {name: read_elem(store[name]) for name in ("obs", "var", "uns", "varm", "varp") if name in store}
+    lazy = {
+        name: {key: read_elem_lazy(store[name][key], chunks=_row_chunks(store[name][key], chunks))
+               for key in store[name]}
+        for name in ("layers", "obsm", "obsp") if name in store
+    }
+    matrix = read_elem_lazy(store["X"], chunks=_row_chunks(store["X"], chunks)) if "X" in store else None
+    return anndata.AnnData(X=matrix, **parts, **lazy)
+
+
+def _row_chunks(element, chunks: int) -> tuple[int, int]:
+    """``chunks`` cells per chunk, every column in each (the chunked fits need whole rows)."""
+    shape = element.attrs.get("shape", None)
+    columns = int(shape[1]) if shape is not None else int(element.shape[1])
+    return (chunks, columns)
 
 
 def _key_value(text: str, option: str) -> tuple[str, str]:
@@ -266,7 +330,7 @@ def _value(text: str):
 
 def _check_writable(path: Path, option: str) -> None:
     """``path`` can be written: not a folder, and its nearest existing folder is writable."""
-    if path.is_dir():
+    if path.is_dir() and path.suffix != ".zarr":
         raise OSError(f"{option} {str(path)!r} is a folder; give a file name")
     folder = path.parent
     while not folder.exists():
@@ -337,6 +401,9 @@ def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     from which matplotlib takes the image format.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".zarr":
+        _write_store_atomically(path, write)
+        return
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(handle)
     temporary = Path(name)
@@ -350,6 +417,27 @@ def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def _write_store_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """:func:`_write_atomically` for a .zarr store (a folder): written beside ``path``, then swapped in
+    by two renames; an earlier store is removed only once the new one is in place."""
+    import shutil
+
+    temporary = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".zarr", dir=path.parent))
+    temporary.rmdir()  # the writer creates the store itself
+    try:
+        write(temporary)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    previous = None
+    if path.exists():
+        previous = path.with_name(f".{path.name}.previous-{os.getpid()}")
+        os.replace(path, previous)
+    os.replace(temporary, path)
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
 
 
 if __name__ == "__main__":
