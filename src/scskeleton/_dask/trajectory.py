@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+import dask
 import dask.array as da
 import numpy as np
+from dask import delayed
 from scipy import sparse
 
 from .._core.trees.trajectory import GraphProjection, project_onto_graph
 from .blocks import rows_whole
-
-#: Columns of the packed per-cell result: edge start, edge end, fraction, distance, overhang.
-_FIELDS = 5
 
 
 def project_onto_graph_chunked(points: da.Array, nodes: np.ndarray, adjacency: sparse.spmatrix) -> GraphProjection:
@@ -18,23 +19,18 @@ def project_onto_graph_chunked(points: da.Array, nodes: np.ndarray, adjacency: s
 
     Each chunk is projected where it lives; only the per-cell result (five
     numbers a cell: what pseudotime, segments and milestones are read from)
-    comes back to the driver, never the coordinates.
+    comes back to the driver, never the coordinates. The chunks' results are
+    joined one field at a time, each chunk's copy of a field released as soon
+    as it is joined, so the driver holds the result and one field's copy at most.
     """
-    points = rows_whole(points)
     adjacency = sparse.csr_matrix(adjacency)
-    packed = points.map_blocks(
-        _project_block, nodes, adjacency, chunks=(points.chunks[0], (_FIELDS,)), dtype=float
-    ).compute()
-    return GraphProjection(
-        edge_start=packed[:, 0].astype(np.intp),
-        edge_end=packed[:, 1].astype(np.intp),
-        fraction=packed[:, 2].copy(),
-        distance=packed[:, 3].copy(),
-        overhang=packed[:, 4].copy(),
-    )
+    parts = [delayed(_project_block)(block, nodes, adjacency) for block in rows_whole(points).to_delayed().ravel()]
+    pieces = [vars(result).copy() for result in dask.compute(*parts)]
+    joined = {}
+    for field in fields(GraphProjection):
+        joined[field.name] = np.concatenate([piece.pop(field.name) for piece in pieces])
+    return GraphProjection(**joined)
 
 
-def _project_block(block, nodes: np.ndarray, adjacency: sparse.csr_matrix) -> np.ndarray:
-    result = project_onto_graph(np.asarray(block, dtype=float), nodes, adjacency)
-    # node indices are below 2**53, so float64 holds them exactly
-    return np.column_stack([result.edge_start, result.edge_end, result.fraction, result.distance, result.overhang])
+def _project_block(block, nodes: np.ndarray, adjacency: sparse.csr_matrix) -> GraphProjection:
+    return project_onto_graph(np.asarray(block, dtype=float), nodes, adjacency)
