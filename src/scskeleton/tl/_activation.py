@@ -13,7 +13,15 @@ from .._core.stats import association as association_core
 from .._schema import read_graph
 from ._inputs import check_key
 from ._results import plain_params
-from ._trends import _count, _expression, _gene_columns, _lineage_cells, _per_gene, _warn_lowered_df
+from ._trends import (
+    _count,
+    _expression,
+    _gene_columns,
+    _lineage_cells,
+    _per_gene,
+    _reading_threads,
+    _warn_lowered_df,
+)
 
 
 def activation(
@@ -46,6 +54,8 @@ def activation(
     switching off). Use it
     on the genes :func:`association_test` calls, e.g.
     ``genes=adata.var_names[adata.var["rpg_association_qval"] < 0.05]``.
+    A dask ``adata.X`` or layer is read chunk by chunk, in one pass over the
+    cells, and never loaded.
 
     Parameters
     ----------
@@ -104,10 +114,11 @@ def activation(
     if direction not in association_core.DIRECTIONS:
         raise ValueError(f"direction must be one of {association_core.DIRECTIONS}; got {direction!r}.")
     start = logg.info(f"timing the activation of {_count(columns, adata)} genes along {len(chains)} lineage(s)")
-    result = association_core.activation(
-        matrix, rows, pseudotime[rows], group[rows], membership, alpha=alpha, min_rise=min_rise,
-        direction=direction, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns,
-    )
+    with _reading_threads(matrix):
+        result = association_core.activation(
+            matrix, rows, pseudotime[rows], group[rows], membership, alpha=alpha, min_rise=min_rise,
+            direction=direction, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns,
+        )
     _warn_lowered_df(df, result.df)
 
     adata = adata.copy() if copy else adata

@@ -22,6 +22,7 @@ from ._trends import (
     _gene_columns,
     _per_cell,
     _per_gene,
+    _reading_threads,
     _warn_lowered_df,
 )
 
@@ -129,10 +130,11 @@ def fork_test(
         f"testing {_count(columns, adata)} genes for differences just after the fork at node "
         f"{fork.branch_point} ({len(fork.branches)} branches)"
     )
-    result = branch_core.fork_test(
-        matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=df,
-        n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
-    )
+    with _reading_threads(matrix):
+        result = branch_core.fork_test(
+            matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=df,
+            n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
+        )
     _warn_lowered_df(df, result.df)
 
     adata = adata.copy() if copy else adata

@@ -69,9 +69,13 @@ def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None
     return as_float_matrix(values, where)
 
 
-def get_expression(adata: AnnData, *, layer: str | None):
+def get_expression(adata: AnnData, *, layer: str | None, lazy: bool = False):
     """The cells × genes matrix ``adata.X`` (``layer=None``) or ``adata.layers[layer]``,
-    as stored (dense or sparse, not copied), and where it was found, for messages."""
+    as stored (dense or sparse, not copied), and where it was found, for messages.
+
+    With ``lazy=True`` (tools with a chunked path) a dask array is returned as
+    it is, never loaded: its values are checked and converted chunk by chunk
+    by the tool."""
     if not isinstance(adata, AnnData):
         raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
     if layer is None:
@@ -83,9 +87,14 @@ def get_expression(adata: AnnData, *, layer: str | None):
                        f"{sorted(adata.layers.keys())}.")
     else:
         values, where = adata.layers[layer], f"adata.layers[{layer!r}]"
-    if not (sparse.issparse(values) or isinstance(values, np.ndarray)):
+    chunked = lazy and is_dask(values)
+    if chunked and values.ndim != 2:
+        raise ValueError(f"{where} must be 2-D (cells × genes); got shape {values.shape}.")
+    if not (chunked or sparse.issparse(values) or isinstance(values, np.ndarray)):
+        hint = ("load it into memory first (this tool has no chunked path)" if is_dask(values)
+                else "load backed data into memory first")
         raise TypeError(f"{where} must be a numpy array or a scipy sparse matrix; got {type(values).__name__} "
-                        "(load backed data into memory first).")
+                        f"({hint}).")
     if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
         raise ValueError(f"{where} must be numeric; got dtype {values.dtype}.")
     return values, where

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,12 +15,15 @@ from .._core.stats import association as association_core
 from .._core.stats import branches as branch_core
 from .._core.stats import inference
 from .._core.stats import lineages as lineage_core
+from .._core.stats import splines
 from .._core.stats import trends as trend_core
 from .._core.trees import trajectory as trajectory_core
+from .._dask import is_dask, require_dask
 from .._schema import pseudotime_key, read_graph, segment_key
 from ._inputs import check_key, get_expression
 from ._milestones import resolve_node, resolve_segment
 from ._results import plain_params
+from ._threads import chunked_solver_threads
 from ._trajectory import _path_end
 from ._trajectory import path as path_cells
 
@@ -36,7 +40,8 @@ _MODEL = """
     flexibility: ``df`` effective degrees of freedom (the trace of the hat
     matrix). All genes are fitted by one multi-column solve from their
     sufficient statistics, and sparse expression is read in chunks of cells,
-    never densified. See ``docs/methods/trends.md``.
+    never densified. A dask ``adata.X`` or layer is read chunk by chunk, in one
+    pass over the cells, and never loaded. See ``docs/methods/trends.md``.
 """
 
 
@@ -161,7 +166,8 @@ def trends(
         raise ValueError(f"The {where} of {key!r} holds {rows.size} cells; a trend needs more. Pick a longer path.")
 
     start = logg.info(f"fitting trends of {_count(columns, adata)} genes along the {where} ({rows.size} cells)")
-    result = trend_core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
+    with _reading_threads(matrix):
+        result = trend_core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
     _warn_lowered_df(df, float(result.edf[0]))
 
     adata = adata.copy() if copy else adata
@@ -263,7 +269,9 @@ def branch_test(
         stops early). The curves, ``grid`` and ``obs[f"{name}_time"]`` are on
         the registered axis; ``uns[name]["stretch"]`` holds the factors.
         ``"none"``: compare the pseudotimes as they are (calibrated only when
-        they are proportional to the process's time on every branch).
+        they are proportional to the process's time on every branch). On a
+        dask matrix, ``"fit"`` first reads the (at most 3,000) cells the
+        factors are fitted on.
     key_added
         Name of the result; default ``f"{key}_branch_test"``.
     copy
@@ -319,11 +327,12 @@ def branch_test(
         f"testing {_count(columns, adata)} genes for differences between the {len(branches)} branches "
         f"at node {fork.branch_point} ({rows.size} cells)"
     )
-    result = branch_core.branch_test(
-        matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
-        registration=registration, columns=columns,
-        names=fork.messages(),
-    )
+    with _reading_threads(matrix):
+        result = branch_core.branch_test(
+            matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
+            registration=registration, columns=columns,
+            names=fork.messages(),
+        )
     _warn_lowered_df(df, result.df_shared)
 
     adata = adata.copy() if copy else adata
@@ -398,7 +407,8 @@ def association_test(
     amplitude: the largest max − min of a gene's curve over any lineage, in
     the units of the expression. Genes with fewer than 5 tested cells off
     their most common value get F = 0, p = 1 and amplitude 0. Sparse input
-    is read in chunks of cells and never densified.
+    is read in chunks of cells and never densified; a dask ``adata.X`` or
+    layer is read chunk by chunk, in one pass over the cells, and never loaded.
 
     Parameters
     ----------
@@ -451,10 +461,11 @@ def association_test(
         f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
         f"({rows.size} cells)"
     )
-    result = association_core.association_test(
-        matrix, rows, pseudotime[rows], group[rows], membership, n_knots=n_knots, df=df,
-        n_grid=n_grid, columns=columns,
-    )
+    with _reading_threads(matrix):
+        result = association_core.association_test(
+            matrix, rows, pseudotime[rows], group[rows], membership, n_knots=n_knots, df=df,
+            n_grid=n_grid, columns=columns,
+        )
     _warn_lowered_df(df, result.df)
 
     adata = adata.copy() if copy else adata
@@ -566,9 +577,23 @@ def _degenerate_note(result) -> str:
 
 
 def _expression(adata: AnnData, layer: str | None):
-    """The cells × genes matrix to fit (not copied) and its name for ``params``."""
-    matrix, _ = get_expression(adata, layer=layer)
+    """The cells × genes matrix to fit (not copied) and its name for ``params``.
+
+    A dask array is wrapped for the chunked pass (:class:`scskeleton._dask.stats.ChunkedExpression`)
+    and never loaded."""
+    matrix, _ = get_expression(adata, layer=layer, lazy=True)
+    if is_dask(matrix):
+        require_dask("This test")
+        from .._dask.stats import ChunkedExpression
+
+        matrix = ChunkedExpression(matrix)
     return matrix, MAIN_MATRIX if layer is None else layer
+
+
+def _reading_threads(matrix) -> AbstractContextManager:
+    """One BLAS thread per task while a dask matrix is read: dask runs its chunks in parallel already
+    (:func:`~scskeleton.tl._threads.chunked_solver_threads`). In-memory input keeps the caller's threads."""
+    return chunked_solver_threads() if splines.is_chunked(matrix) else nullcontext()
 
 
 def _gene_columns(adata: AnnData, genes) -> np.ndarray | None:

@@ -17,6 +17,7 @@ from .splines import (
     penalized_fit,
     spline_basis,
     sufficient_statistics,
+    take_rows,
 )
 
 
@@ -113,7 +114,7 @@ def fit_branch_warps(
     pick = np.unique(np.linspace(0, rows.size - 1, min(rows.size, WARP_CELLS)).astype(np.intp))
     sub_rows, sub_times, sub_groups = rows[pick], times[pick], groups[pick]
     columns = np.arange(matrix.shape[1]) if columns is None else np.asarray(columns, dtype=np.intp)
-    block = matrix[sub_rows][:, columns]
+    block = take_rows(matrix, sub_rows, columns)  # at most WARP_CELLS cells, read from a chunked matrix too
     if sparse.issparse(block):  # choose the genes on the sparse block; densify only those
         block = sparse.csc_matrix(block, dtype=np.float64)
         mean = np.asarray(block.mean(axis=0)).ravel()

@@ -11,7 +11,10 @@ instead of one knot per cell. With the Gram matrix G = BᵀWB and the penalty
 P_jk = ∫ B_j'' B_k'', the fit is β̂ = (G + λP)⁻¹ BᵀWy. Everything a gene needs is
 in its sufficient statistics BᵀWy (m values) and Σ w y², so all genes are fitted
 by one multi-column solve, and sparse expression is never densified: cells are
-visited in row chunks (:func:`sufficient_statistics`).
+visited in row chunks (:func:`sufficient_statistics`), each summarised by
+:func:`block_statistics`; a chunked matrix (a dask array, through
+:class:`scskeleton._dask.stats.ChunkedExpression`) maps that same function over its
+chunks and adds the small results, in one pass over the cells.
 
 One generalized eigendecomposition diagonalises the fit for every λ:
 V with Vᵀ(G + cP)V = I and Vᵀ(cP)V = diag(μ), 0 ≤ μ ≤ 1 (c balances the
@@ -118,11 +121,13 @@ def sufficient_statistics(
 ) -> SufficientStatistics:
     """What every spline fit needs from the expression, in one pass over the cells.
 
-    ``matrix`` is cells × genes, a dense array or any scipy sparse matrix;
-    ``rows`` are the cells to use, ``design`` their basis rows, ``groups`` their
-    group label in [0, n_groups); ``columns`` selects genes (default: all).
-    Dense and CSR input is read in chunks of rows, CSC in blocks of genes, so
+    ``matrix`` is cells × genes, a dense array, any scipy sparse matrix or a
+    chunked matrix (:func:`is_chunked`); ``rows`` are the cells to use,
+    ``design`` their basis rows, ``groups`` their group label in [0, n_groups);
+    ``columns`` selects genes (default: all). Dense and CSR input is read in
+    chunks of rows, CSC in blocks of genes, a chunked matrix chunk by chunk, so
     at most one chunk is ever held as float64 and sparse input stays sparse.
+    Each chunk is summarised by :func:`block_statistics` and the sums are added.
     """
     rows = np.asarray(rows, dtype=np.intp)
     n_genes = matrix.shape[1] if columns is None else len(columns)
@@ -132,25 +137,24 @@ def sufficient_statistics(
     rows, design, groups = rows[order], np.asarray(design, dtype=float)[order], np.asarray(groups)[order]
     n_basis = design.shape[1]
     indicator = np.eye(n_groups)[groups]  # n × g
-    expanded = (indicator[:, :, None] * design[:, None, :]).reshape(rows.size, n_groups * n_basis)
-    cross = np.zeros((n_genes, n_groups * n_basis))
-    sumsq = np.zeros((n_genes, n_groups))
     if sparse.issparse(matrix) and matrix.format not in ("csr", "csc"):
         matrix = sparse.csr_matrix(matrix)  # once, for the reference rows and the chunks alike
     references = _reference_values(matrix, rows[[0, rows.size // 2]], columns)  # 2 × G
-    differing = np.zeros((2, n_genes))
-    for cells, genes, chunk in _chunks(matrix, rows, columns):
-        if sparse.issparse(chunk):
-            data = chunk.data
-            squared = chunk.multiply(chunk)
-        else:
-            data = chunk
-            squared = chunk * chunk
-        if not np.isfinite(data).all():
-            raise ValueError("The expression values contain NaN or infinite values; remove or impute them first.")
-        cross[genes] += np.asarray(chunk.T @ expanded[cells])
-        sumsq[genes] += np.asarray(squared.T @ indicator[cells])
-        differing[:, genes] += _count_differing(chunk, references[:, genes])
+    if is_chunked(matrix):  # each chunk's cells summarised where the chunk lives; only the sums come back
+        cross, sumsq, differing = matrix.row_sum(
+            grouped_block_statistics, rows, (design, groups), columns, n_groups, references
+        )
+        differing = np.asarray(differing, dtype=float)
+    else:
+        expanded = group_design(design, indicator)
+        cross = np.zeros((n_genes, n_groups * n_basis))
+        sumsq = np.zeros((n_genes, n_groups))
+        differing = np.zeros((2, n_genes))
+        for cells, genes, chunk in _chunks(matrix, rows, columns):
+            part = block_statistics(chunk, expanded[cells], indicator[cells], references[:, genes])
+            cross[genes] += part[0]
+            sumsq[genes] += part[1]
+            differing[:, genes] += part[2]
     gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
     return SufficientStatistics(
         gram=gram,
@@ -161,11 +165,66 @@ def sufficient_statistics(
     )
 
 
+def is_chunked(matrix) -> bool:
+    """Whether ``matrix`` is a chunked cells × genes matrix rather than an in-memory one.
+
+    A chunked matrix has a ``shape``, ``take(rows, columns)`` (a few rows, as
+    ``matrix[rows][:, columns]`` would give them) and ``row_sum(function, rows,
+    per_row, columns, *args)``: Σ over its chunks of ``function(block, *parts,
+    *args)``, where ``block`` holds the chunk's cells among ``rows`` (ascending)
+    and the genes ``columns``, as float64 (:func:`pick_block`), and ``parts`` the
+    same cells' slices of the ``per_row`` arrays (aligned with ``rows``).
+    :class:`scskeleton._dask.stats.ChunkedExpression` wraps a dask array so.
+    """
+    return hasattr(matrix, "row_sum") and hasattr(matrix, "take")
+
+
+def take_rows(matrix, rows: np.ndarray, columns: np.ndarray | None):
+    """``matrix[rows][:, columns]`` (``columns=None``: every gene), in memory or from a chunked matrix."""
+    if is_chunked(matrix):
+        return matrix.take(rows, columns)
+    picked = matrix[rows]
+    return picked if columns is None else picked[:, columns]
+
+
+def group_design(design: np.ndarray, indicator: np.ndarray) -> np.ndarray:
+    """n × (g·m): each cell's basis row placed in the block of its group (``indicator``: n × g, one-hot)."""
+    n_cells, n_groups = indicator.shape
+    return (indicator[:, :, None] * design[:, None, :]).reshape(n_cells, n_groups * design.shape[1])
+
+
+def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, references: np.ndarray):
+    """One chunk's share of :class:`SufficientStatistics`: (BᵀY by group, Σ y² by group, cells off each reference).
+
+    ``chunk`` is cells × genes as float64 (dense or sparse), ``expanded`` its
+    cells' :func:`group_design` rows, ``indicator`` their groups (one-hot) and
+    ``references`` (2 × genes) the values counted against. All three results
+    add over chunks of cells.
+    """
+    if sparse.issparse(chunk):
+        data = chunk.data
+        squared = chunk.multiply(chunk)
+    else:
+        data = chunk
+        squared = chunk * chunk
+    if not np.isfinite(data).all():
+        raise ValueError("The expression values contain NaN or infinite values; remove or impute them first.")
+    return (
+        np.asarray(chunk.T @ expanded),
+        np.asarray(squared.T @ indicator),
+        _count_differing(chunk, references),
+    )
+
+
+def grouped_block_statistics(chunk, design: np.ndarray, groups: np.ndarray, n_groups: int, references: np.ndarray):
+    """:func:`block_statistics` from the chunk's cells' basis rows and group labels (what a chunked pass sends)."""
+    indicator = np.eye(n_groups)[groups]
+    return block_statistics(chunk, group_design(design, indicator), indicator, references)
+
+
 def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> np.ndarray:
     """The values of a few cells (rows of ``matrix``), len(cells) × G, as float64."""
-    picked = matrix[cells]
-    if columns is not None:
-        picked = picked[:, columns]
+    picked = take_rows(matrix, cells, columns)
     return np.asarray(picked.toarray() if sparse.issparse(picked) else picked, dtype=np.float64)
 
 
@@ -188,6 +247,23 @@ def _count_differing(chunk, references: np.ndarray) -> np.ndarray:
     return out
 
 
+def pick_block(matrix, rows, columns: np.ndarray | None):
+    """``matrix``'s ``rows`` (indices or a slice) and genes ``columns`` (``None``: all) as float64,
+    sparse input as CSR: one chunk of the pass over the cells."""
+    if sparse.issparse(matrix):
+        matrix = sparse.csr_matrix(matrix) if matrix.format != "csr" else matrix
+        chunk = matrix[rows]
+        return (chunk if columns is None else chunk[:, columns]).astype(np.float64)
+    # pick rows and genes together, so a chunk never holds the genes left out
+    if columns is None:
+        picked = matrix[rows]
+    elif isinstance(rows, slice):
+        picked = matrix[rows][:, columns]
+    else:
+        picked = matrix[np.ix_(rows, columns)]
+    return np.asarray(picked, dtype=np.float64)
+
+
 def _chunks(matrix, rows: np.ndarray, columns: np.ndarray | None):
     """(positions in ``rows``, gene slice, float64 chunk of the matrix) covering rows × columns."""
     n_genes = matrix.shape[1] if columns is None else len(columns)
@@ -205,16 +281,15 @@ def _chunks(matrix, rows: np.ndarray, columns: np.ndarray | None):
         per_row = max(1, matrix.nnz // max(matrix.shape[0], 1))
     else:
         per_row = max(1, n_genes)
-    height = max(1, CHUNK_ELEMENTS // per_row)
-    for lo in range(0, rows.size, height):
-        cells = slice(lo, min(lo + height, rows.size))
-        if sparse.issparse(matrix):
-            chunk = matrix[rows[cells]]
-            chunk = (chunk if columns is None else chunk[:, columns]).astype(np.float64)
-        else:  # pick rows and genes together, so a chunk never holds the genes left out
-            picked = matrix[rows[cells]] if columns is None else matrix[np.ix_(rows[cells], columns)]
-            chunk = np.asarray(picked, dtype=np.float64)
-        yield cells, slice(None), chunk
+    for cells in row_slices(rows.size, per_row):
+        yield cells, slice(None), pick_block(matrix, rows[cells], columns)
+
+
+def row_slices(n_rows: int, per_row: int):
+    """Consecutive slices of ``n_rows`` rows, each at most :data:`CHUNK_ELEMENTS` values of ``per_row`` a row."""
+    height = max(1, CHUNK_ELEMENTS // max(1, per_row))
+    for lo in range(0, n_rows, height):
+        yield slice(lo, min(lo + height, n_rows))
 
 
 @dataclass(frozen=True)
