@@ -7,7 +7,8 @@ from scskeleton._core.trees.assign import kmeans, soft_assignment, squared_dista
 
 def _direct(points, centers, sigma):
     d2 = ((points[:, None, :] - centers[None]) ** 2).sum(-1)
-    w = np.exp(-d2 / sigma)
+    # the row minimum cancels in the ratio; without it exp underflows to 0/0 for small sigma
+    w = np.exp(-(d2 - d2.min(1, keepdims=True)) / sigma)
     return w / w.sum(1, keepdims=True)
 
 
@@ -33,11 +34,18 @@ def test_tiny_sigma_gives_hard_assignment_without_nan():
     assert sparse.issparse(result.matrix)  # almost all entries are exactly zero
 
 
-def test_column_mass_is_gamma_diagonal():
+@pytest.mark.parametrize("sigma", [1.0, 1e-3])  # the dense and the sparse (CSR) R
+def test_column_mass_is_gamma_diagonal(sigma):
     rng = np.random.default_rng(2)
-    result = soft_assignment(rng.normal(size=(50, 2)), rng.normal(size=(4, 2)), sigma=1.0)
-    assert result.column_mass.shape == (4,)
-    assert result.column_mass.sum() == pytest.approx(50.0)
+    points, centers = rng.normal(size=(50, 2)), rng.normal(size=(12, 2))
+    result = soft_assignment(points, centers, sigma=sigma, chunk_rows=16)
+    assert sparse.issparse(result.matrix) == (sigma < 0.1)
+    # Γ_kk = Σ_i r_ik, center by center, against eq. (32) written out: the total (N, as rows sum
+    # to one) would not notice masses given to the wrong centers
+    expected = _direct(points, centers, sigma).sum(axis=0)
+    assert result.column_mass.shape == (12,)
+    np.testing.assert_allclose(result.column_mass, expected, rtol=1e-9, atol=1e-8)  # R drops weights < 1e-12
+    assert np.ptp(expected) > 1.0  # the centers hold clearly different masses here
 
 
 def test_kmeans_is_deterministic_and_sensible():

@@ -4,9 +4,9 @@ from scipy import linalg, sparse
 
 from scskeleton._core.trees.assign import soft_assignment
 from scskeleton._core.trees.ddrtree import (
-    _objective,
     ddrtree,
     default_n_centers,
+    objective_value,
     proposition5,
 )
 from scskeleton._core.embed import principal_directions
@@ -58,13 +58,38 @@ def test_objective_never_increases(params):
     assert np.all(current <= previous + 1e-10 * np.abs(previous))
 
 
-def test_woodbury_matrix_is_positive_definite(small_problem):
-    data, R, assignment, tree = small_problem
+@pytest.mark.parametrize("sigma", [1.0, 1e-3])  # a soft, dense R and a nearly hard, sparse one
+def test_woodbury_matrix_is_positive_definite(monkeypatch, sigma):
+    """Lemma 2: the K × K matrix that proposition5 factors is M = ((1+γ)/γ)(λ/γ L + Γ) − RᵀR, and it is PD.
+
+    The matrices are taken from the solver itself (its Cholesky calls), so a wrong RᵀR (the
+    row-block product over a sparse R) or a wrong Γ shows here, not only in later results.
+    """
+    from scskeleton._core.trees import ddrtree as module
+
+    rng = np.random.default_rng(0)
+    # more cells than one row block of RᵀR (CHUNK_ROWS = 1,024), the last block short
+    data = rng.normal(size=(2600, 5)) * [3, 2, 1, 0.5, 0.2]
+    data -= data.mean(0)
+    latent = data @ principal_directions(data.T @ data, 2)
+    centers = latent[rng.choice(len(data), 8, replace=False)]
+    tree = minimum_spanning_tree(centers)
+    assignment = soft_assignment(latent, centers, sigma=sigma)
+    R = _dense(assignment.matrix)
+    assert sparse.issparse(assignment.matrix) == (sigma < 0.1)
+    factored = []
+    real_cholesky = module._cholesky
+    monkeypatch.setattr(module, "_cholesky", lambda matrix, name: factored.append(matrix.copy()) or real_cholesky(matrix, name))
     gamma, lam = 10.0, 20.0
-    smoothing = lam / gamma * laplacian(tree) + np.diag(R.sum(0))
-    M = (1 + gamma) / gamma * smoothing - R.T @ R
-    np.testing.assert_allclose(M, M.T, atol=1e-12)
-    assert linalg.eigvalsh(M).min() > 0
+    L = laplacian(tree)
+    proposition5(data, data.T @ data, assignment.matrix, assignment.neg_entropy, L, gamma=gamma, lam=lam, n_components=2)
+    smoothing = lam / gamma * L + np.diag(R.sum(0))
+    expected = (1 + gamma) / gamma * smoothing - R.T @ R
+    woodbury = factored[0]
+    np.testing.assert_allclose(woodbury, expected, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(woodbury, woodbury.T, atol=1e-9)
+    assert linalg.eigvalsh(woodbury).min() > 0
+    np.testing.assert_allclose(factored[1], smoothing, rtol=1e-10, atol=1e-9)  # the C step's λ/γ L + Γ
 
 
 def test_proposition5_matches_dense_formula(small_problem):
@@ -77,7 +102,7 @@ def test_proposition5_matches_dense_formula(small_problem):
     Z = Q @ data @ W
     C = np.linalg.solve(B, R.T @ Z)
 
-    step = proposition5(data, data.T @ data, assignment.matrix, assignment.column_mass, L, gamma=gamma, lam=lam, n_components=d)
+    step = proposition5(data, data.T @ data, assignment.matrix, assignment.neg_entropy, L, gamma=gamma, lam=lam, n_components=d)
     np.testing.assert_allclose(step.projection, W, atol=1e-9)
     np.testing.assert_allclose(step.latent, Z, atol=1e-9)
     np.testing.assert_allclose(step.centers, C, atol=1e-9)
@@ -87,14 +112,15 @@ def test_proposition5_is_a_block_minimum_and_objective_is_exact(small_problem):
     data, R, assignment, tree = small_problem
     sigma, gamma, lam = 1.0, 10.0, 20.0
     L = laplacian(tree)
-    step = proposition5(data, data.T @ data, assignment.matrix, assignment.column_mass, L, gamma=gamma, lam=lam, n_components=2)
+    step = proposition5(data, data.T @ data, assignment.matrix, assignment.neg_entropy, L, gamma=gamma, lam=lam, n_components=2)
     best = _objective31(data, step.projection, step.latent, step.centers, tree, R, sigma=sigma, gamma=gamma, lam=lam)
-    recorded = _objective(
-        step,
+    recorded = objective_value(
+        step.projection,
+        step.centers,
+        step.sums,
+        step.latent_part,
         data_norm2=float(np.sum(data**2)),
         gram=data.T @ data,
-        mass=assignment.column_mass,
-        neg_entropy=assignment.neg_entropy,
         graph_laplacian=L,
         sigma=sigma,
         gamma=gamma,
@@ -145,9 +171,20 @@ def test_default_number_of_centers():
     assert default_n_centers(80) == 50  # at least 50 nodes
     assert default_n_centers(600) == 60  # a node per ten cells
     assert default_n_centers(1000) == 80 == default_n_centers(10**6)  # DDRTree's cap
-    # without the cap (the principal tree learners): at most R's DDRTree / Monocle 2 rule
+    # without the cap (the principal tree learners): at most R's DDRTree / Monocle 2 rule, whose
+    # values are written out here (R: round(2·100·log(N)/(log(N) + log(100)))), not recomputed
     assert default_n_centers(1000, most=None) == 100
-    assert default_n_centers(10**6, most=None) == round(200 * np.log(1e6) / (np.log(1e6) + np.log(100)))
+    assert default_n_centers(2000, most=None) == 125
+    assert default_n_centers(10**4, most=None) == 133
+    assert default_n_centers(10**6, most=None) == 150
+    # the documented bounds hold at every size, and more cells never give fewer nodes
+    sizes = np.unique(np.r_[np.arange(3, 3000), np.geomspace(3000, 10**7, 400).astype(int)])
+    for most in (80, None):
+        counts = np.array([default_n_centers(int(n), most=most) for n in sizes])
+        assert np.all(counts <= sizes) and np.all(counts >= np.minimum(sizes, 50))
+        assert np.all(np.diff(counts) >= 0)
+        assert np.all(counts[sizes >= 500] <= sizes[sizes >= 500] // 10)  # ≥ 10 cells per node
+        assert counts[sizes <= 10**6].max() == (80 if most else 150)  # R's rule: at most 150 up to 10⁶ cells
 
 
 @pytest.mark.parametrize(

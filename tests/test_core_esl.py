@@ -5,6 +5,7 @@ import pytest
 from scipy.spatial import distance
 
 from scskeleton._core.cellgraphs import esl as core
+from scskeleton._testing import central_differences
 from scskeleton._core.cellgraphs.affinities import calibrate_bandwidths, symmetric_edge_affinities
 from scskeleton._core.graphs import from_edges, knn_edges, neighbour_table
 from scskeleton._core.cellgraphs.logdet import MAX_DENSE_POINTS, all_pairs, regularized_laplacian
@@ -71,12 +72,7 @@ def test_objective_and_gradient_match_eq_22_and_finite_differences():
     # eq. (22) with the sum over ordered pairs i ≠ j
     assert value == pytest.approx(-m / 2 * np.linalg.slogdet(Q)[1] + lam * (W * P).sum(), rel=1e-12)
 
-    step = 1e-6
-    numeric = np.array([
-        (core.objective(weights + step * e, edges, n, cost=cost, lam=lam, n_components=m)[0]
-         - core.objective(weights - step * e, edges, n, cost=cost, lam=lam, n_components=m)[0]) / (2 * step)
-        for e in np.eye(weights.size)
-    ])
+    numeric = central_differences(lambda w: core.objective(w, edges, n, cost=cost, lam=lam, n_components=m)[0], weights)
     np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-8)
     # eq. (23) in undirected form: 2λ(1 - p̄) - 2m(Q⁻¹_ii + Q⁻¹_jj - 2Q⁻¹_ij)
     inverse = np.linalg.inv(Q)

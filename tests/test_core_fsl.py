@@ -8,6 +8,7 @@ from scipy import optimize
 
 from scskeleton._core.cellgraphs import fsl as core
 from scskeleton._core.projections import project_rows_to_simplex, project_to_capped_simplex
+from scskeleton._testing import central_differences
 
 
 def _brute_capped_simplex(values, total):
@@ -109,21 +110,12 @@ def test_objective_matches_eq_34_with_one_eigendecomposition():
 
 def test_gradients_match_finite_differences():
     features, weights, theta = _problem(1)
-    gamma, step = 3.0, 1e-6
+    gamma = 3.0
     grad_weights, grad_theta = core.gradients(features, weights, theta, gamma)
-    numeric = np.zeros_like(weights)
-    for i, j in itertools.product(range(weights.shape[0]), repeat=2):
-        bump = np.zeros_like(weights)
-        bump[i, j] = step
-        numeric[i, j] = (_direct_objective(features, weights + bump, theta, gamma)
-                         - _direct_objective(features, weights - bump, theta, gamma)) / (2 * step)
+    numeric = central_differences(lambda w: _direct_objective(features, w, theta, gamma), weights)
     np.testing.assert_allclose(grad_weights, numeric, rtol=1e-6, atol=1e-7)
     assert np.all(np.diagonal(grad_weights) == 0)  # self-loops move neither L_W nor ψ
-    numeric_theta = np.array([
-        (_direct_objective(features, weights, theta + step * e, gamma)
-         - _direct_objective(features, weights, theta - step * e, gamma)) / (2 * step)
-        for e in np.eye(theta.size)
-    ])
+    numeric_theta = central_differences(lambda t: _direct_objective(features, weights, t, gamma), theta)
     np.testing.assert_allclose(grad_theta, numeric_theta, rtol=1e-6, atol=1e-7)
 
 

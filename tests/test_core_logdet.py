@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from scskeleton._testing import central_differences
 from scskeleton._core.graphs import knn_edges
 from scskeleton._core.cellgraphs.logdet import (
     all_pairs,
@@ -36,16 +37,7 @@ def test_value_and_gradient_match_dense_algebra_and_finite_differences(shift, sc
     assert result.value == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-12)
     np.testing.assert_allclose(result.inverse, np.linalg.inv(dense), atol=1e-12)
 
-    step = 1e-6
-    numeric = np.empty_like(weights)
-    for e in range(weights.size):
-        up, down = weights.copy(), weights.copy()
-        up[e] += step
-        down[e] -= step
-        numeric[e] = (
-            laplacian_logdet(edges, up, n, shift=shift, scale=scale).value
-            - laplacian_logdet(edges, down, n, shift=shift, scale=scale).value
-        ) / (2 * step)
+    numeric = central_differences(lambda w: laplacian_logdet(edges, w, n, shift=shift, scale=scale).value, weights)
     np.testing.assert_allclose(result.edge_gradient, numeric, rtol=1e-5, atol=1e-9)
 
 

@@ -5,6 +5,7 @@ import pytest
 from scipy import linalg
 
 import scskeleton as sks
+from scskeleton._testing import central_differences
 from scskeleton._core.embed import kernel_pca
 from scskeleton._core.graphs import knn_edges
 from scskeleton._core.cellgraphs.logdet import all_pairs, regularized_laplacian
@@ -25,14 +26,7 @@ def test_gradient_matches_central_differences(lam, d):
     value, gradient, _ = mpme_objective(edges, weights, phi, 14, lam=lam, n_components=d)
     dense_q = regularized_laplacian(edges, weights, 14, shift=lam)
     assert value == pytest.approx(np.linalg.slogdet(dense_q)[1] - phi @ weights / d, rel=1e-12)
-    step = 1e-6
-    numeric = np.empty_like(weights)
-    for e in range(weights.size):
-        up, down = weights.copy(), weights.copy()
-        up[e] += step
-        down[e] -= step
-        numeric[e] = (mpme_objective(edges, up, phi, 14, lam=lam, n_components=d)[0]
-                      - mpme_objective(edges, down, phi, 14, lam=lam, n_components=d)[0]) / (2 * step)
+    numeric = central_differences(lambda w: mpme_objective(edges, w, phi, 14, lam=lam, n_components=d)[0], weights)
     assert np.max(np.abs(gradient - numeric) / np.maximum(np.abs(numeric), 1e-3)) < 1e-5
 
 
@@ -120,10 +114,26 @@ def test_gaussian_kernel_distance_and_default_scale():
 
 
 def test_screened_pairs_cannot_carry_weight():
+    """Pairs dropped before the solve (φ ≥ 2d/λ) have zero weight at the optimum over all pairs.
+
+    Checked by the KKT conditions of (13) over every pair, the dropped ones included: none of
+    them may have an ascent direction out of w = 0. A screen that drops pairs the optimum
+    needs leaves such a direction and fails here.
+    """
     points = _distorted_s(60)
-    result = mpme(points, lam=50.0)
-    assert np.all(result.phi < 2 * 2 / 50.0)
-    assert result.edges.shape[0] < 60 * 59 // 2
+    lam, d, C = 50.0, 2, 10.0
+    result = mpme(points, lam=lam, C=C, n_components=d)
+    assert result.converged
+    pairs = all_pairs(60)
+    assert 0 < result.edges.shape[0] < 0.5 * pairs.shape[0]  # the screen removed most pairs
+    phi = pair_distances(points, pairs, None) / result.phi_scale
+    full = np.zeros(pairs.shape[0])
+    index = {tuple(edge): k for k, edge in enumerate(pairs)}
+    kept = np.array([index[tuple(edge)] for edge in result.edges])
+    full[kept] = result.weights
+    assert _kkt_residual(pairs, full, phi, 60, lam=lam, d=d, upper=4 * C) < 1e-4
+    value, _, _ = mpme_objective(pairs, full, phi, 60, lam=lam, n_components=d)
+    assert value == pytest.approx(result.objective[-1], rel=1e-10)
 
 
 def test_bad_input_is_reported():

@@ -16,6 +16,7 @@ from scskeleton._core.convex.regularizers import (
     build_regularizer,
     capped_simplex_projection,
 )
+from scskeleton._testing import directional_difference
 
 ALPHA, BETA = 1.0, 0.1
 CONVEX_REGULARIZERS = sorted(name for name, cls in REGULARIZERS.items() if cls.convex)
@@ -83,8 +84,7 @@ def test_loss_gradient_matches_finite_differences(name):
     loss = _loss(name, _points())
     dhat = _near_target(loss, 1)
     direction = np.random.default_rng(2).normal(size=dhat.shape)
-    step = 1e-6
-    numeric = (loss.value(dhat + step * direction) - loss.value(dhat - step * direction)) / (2 * step)
+    numeric = directional_difference(loss.value, dhat, direction)
     assert np.isclose(np.vdot(loss.gradient(dhat), direction), numeric, rtol=1e-6, atol=1e-8)
 
 
@@ -96,10 +96,8 @@ def test_loss_gradient_chained_through_the_kernel(name):
     kernel = core.kernel_from_distances(loss.target) + 0.05 * _psd(points.shape[0], 4)
     direction = _symmetric(points.shape[0], 5)
     gradient = core.distances_adjoint(loss.gradient(core.distances_from_kernel(kernel)))
-    step = 1e-6
-    plus = loss.value(core.distances_from_kernel(kernel + step * direction))
-    minus = loss.value(core.distances_from_kernel(kernel - step * direction))
-    assert np.isclose(np.vdot(gradient, direction), (plus - minus) / (2 * step), rtol=1e-6, atol=1e-8)
+    numeric = directional_difference(lambda k: loss.value(core.distances_from_kernel(k)), kernel, direction)
+    assert np.isclose(np.vdot(gradient, direction), numeric, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))
@@ -229,8 +227,7 @@ def test_regularizer_gradient_matches_finite_differences(name, gamma):
         regularizer = _regularizer(name, gamma)
         kernel = _psd(8, seed, scale) + 0.1 * np.eye(8)
         direction = _symmetric(8, 10 + seed)
-        step = 1e-6 * max(scale, 1.0)
-        numeric = (regularizer.value(kernel + step * direction) - regularizer.value(kernel - step * direction)) / (2 * step)
+        numeric = directional_difference(regularizer.value, kernel, direction, step=1e-6 * max(scale, 1.0))
         assert np.isclose(np.vdot(regularizer.gradient(kernel), direction), numeric, rtol=1e-5, atol=1e-7)
 
 
@@ -414,8 +411,7 @@ def test_factored_gradient_matches_finite_differences(name):
     assert value == pytest.approx(kernel_value, rel=1e-12)
     np.testing.assert_allclose(gradient, kernel_gradient, atol=1e-9 * np.abs(kernel_gradient).max())
     direction = np.random.default_rng(3).normal(size=factor.shape)
-    step = 1e-6
-    numeric = (objective.factored(factor + step * direction)[0] - objective.factored(factor - step * direction)[0]) / (2 * step)
+    numeric = directional_difference(lambda y: objective.factored(y)[0], factor, direction)
     assert np.vdot(2 * gradient @ factor, direction) == pytest.approx(numeric, rel=1e-6)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import scskeleton as sks
+from scskeleton._testing import central_differences
 from scskeleton._core.embed import kernel_pca
 from scskeleton._core.graphs import knn_edges
 from scskeleton._core.cellgraphs.logdet import edge_squared_distances, regularized_laplacian
@@ -30,14 +31,8 @@ def test_subgradient_matches_central_differences(gamma, C):
     gram = data.T @ evaluation.logdet.inverse @ data
     top = np.linalg.eigvalsh(gram)[::-1]
     assert top[1] - top[2] > 0.1 * top[1]  # W* unique: f is differentiable here
-    step = 1e-6
-    numeric = np.empty_like(weights)
-    for e in range(weights.size):
-        up, down = weights.copy(), weights.copy()
-        up[e] += step
-        down[e] -= step
-        numeric[e] = (spl_objective(data, edges, up, phi, gamma=gamma, C=C, n_components=2).value
-                      - spl_objective(data, edges, down, phi, gamma=gamma, C=C, n_components=2).value) / (2 * step)
+    numeric = central_differences(
+        lambda w: spl_objective(data, edges, w, phi, gamma=gamma, C=C, n_components=2).value, weights)
     assert np.max(np.abs(evaluation.gradient - numeric) / np.maximum(np.abs(numeric), 1e-3)) < 1e-5
 
 

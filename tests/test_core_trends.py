@@ -1,5 +1,7 @@
 """Tests of ``_core.stats``: spline algebra against brute force, calibration, recovery, topology."""
 
+import functools
+
 import numpy as np
 import pytest
 from scipy import interpolate, sparse, stats
@@ -103,33 +105,106 @@ def test_trends_recover_true_curves_given_true_pseudotime():
         assert result.r2.shape == (adata.n_vars,) and np.all((result.r2 >= 0) & (result.r2 <= 1))
 
 
+#: How far a type-I error rate may stray from its level, relative to the level. The F tests use
+#: approximate reference distributions: over 10⁵–10⁶ null genes the rate at 5 % is within 5 % of
+#: the level everywhere, at 1 % up to 17 % above it (trend df = 3, uneven times). The null genes
+#: below are pooled over replicates so that the binomial standard error of a rate is at most 1.4 %
+#: of the level at 5 % and 3.2 % at 1 %: a rate 30 % too high lies ≥ 3 standard errors outside
+#: these bounds, a rate as the approximation gives ≥ 2 inside them.
+LEVEL_TOLERANCE = {0.05: 0.10, 0.01: 0.20}
+
+
+class LevelMissed(AssertionError):
+    """A type-I error rate outside LEVEL_TOLERANCE (as opposed to the coarse bound failing)."""
+
+
+def _check_level(pvals, level):
+    rate = float(np.mean(pvals < level))
+    # the coarse bound of earlier versions; it also holds for cases marked as missing the tight one
+    assert abs(rate - level) < 0.25 * level + 0.004, rate
+    if abs(rate / level - 1) > LEVEL_TOLERANCE[level]:
+        error = np.sqrt(level * (1 - level) / pvals.size) / level
+        raise LevelMissed(f"{rate:.5f} of {pvals.size} null genes below {level}: {rate / level - 1:+.1%} off "
+                          f"(standard error {error:.1%}, allowed ±{LEVEL_TOLERANCE[level]:.0%})")
+
+
+def _null_times(rng, n, replicate):
+    """Pseudotimes of one replicate: uniform, piled up early (as after a fast start), or in three
+    clusters with gaps (as a tree through separate states gives); new ones for every replicate."""
+    kind = replicate % 3
+    if kind == 0:
+        times = rng.uniform(0, 2, n)
+    elif kind == 1:
+        times = 2 * rng.beta(0.7, 1.5, n)
+    else:
+        times = np.concatenate([rng.normal(c, 0.15, n // 3) for c in (0.3, 1.0, 1.7)]
+                               + [rng.uniform(0, 2, n - 3 * (n // 3))])
+    return np.sort(times)
+
+
+@functools.cache
+def _trend_null(df, replicates=50, n_cells=300, n_genes=4000):
+    """p-values of pure-noise genes against fresh random times per replicate, and per replicate
+    whether any gene had q < 0.05."""
+    pvals, discoveries = [], []
+    for replicate in range(replicates):
+        rng = np.random.default_rng([4, replicate])
+        times = _null_times(rng, n_cells, replicate)
+        result = trends.trend_test(rng.standard_normal((n_cells, n_genes)), np.arange(n_cells), times, df=df)
+        pvals.append(result.pvals)
+        discoveries.append(int((result.qvals < 0.05).sum()))
+    return np.concatenate(pvals), np.array(discoveries)
+
+
+@pytest.mark.parametrize("level", [0.05, 0.01])
 @pytest.mark.parametrize("df", [3.0, 6.0])
-def test_trend_p_values_hold_their_level_on_null_genes(df):
-    rng = np.random.default_rng(4)
-    times = _times(300, seed=4)
-    result = trends.trend_test(rng.standard_normal((300, 8000)), np.arange(300), times, df=df)
-    for level in (0.05, 0.01):
-        assert abs((result.pvals < level).mean() - level) < 0.25 * level + 0.004
-    assert (result.qvals < 0.05).sum() <= 2  # (almost) nothing survives the correction
+def test_trend_p_values_hold_their_level_on_null_genes(df, level):
+    pvals, discoveries = _trend_null(df)
+    _check_level(pvals, level)
+    # (almost) nothing survives the correction: BH on null genes alone finds some gene in 5 % of
+    # the replicates (2.5 of 50, 7 is 3 standard errors above), never more than a couple
+    assert (discoveries > 0).sum() <= 7 and discoveries.max() <= 2, discoveries
+
+
+BRANCH_NULLS = [(300, (300, 300), (1.0, 1.0)), (200, (300, 150), (1.0, 0.5)), (0, (200, 200), (1.0, 1.0)),
+                (200, (200, 200, 200), (1.0, 1.0, 1.0))]
+
+
+@functools.cache
+def _branch_null(index, replicates=25, n_genes=4000):
+    """p-values of genes that share one trend on every branch, fresh cell times per replicate."""
+    n_trunk, n_branch, lengths = BRANCH_NULLS[index]
+    pvals = []
+    for replicate in range(replicates):
+        rng = np.random.default_rng([5, index, replicate])
+        times = np.concatenate([rng.uniform(0, 1, n_trunk)]
+                               + [1 + rng.uniform(0, s, n) for n, s in zip(n_branch, lengths)])
+        groups = np.concatenate([np.zeros(n_trunk, int)] + [np.full(n, b + 1) for b, n in enumerate(n_branch)])
+        shared = 1 / (1 + np.exp(-4 * (times - 1)))
+        values = shared[:, None] + rng.standard_normal((times.size, n_genes))
+        result = branches.branch_test(values, np.arange(times.size), times, groups, df=5.0)
+        pvals.append(result.pvals)
+    np.testing.assert_allclose(result.df_branches, 5.0)
+    assert result.df_shared == pytest.approx(5.0)
+    assert result.curves.shape == (n_genes, len(n_branch), 100) and result.shared.shape == (n_genes, 100)
+    return np.concatenate(pvals)
+
+
+#: The branch test on one short branch (half the length, half the cells) gives 24–26 % too many
+#: p-values below 1 % (10⁵–1.8·10⁵ null genes); at 5 % it is within 5 %.
+_SHORT_BRANCH_AT_1 = pytest.mark.xfail(strict=True, raises=LevelMissed,
+                                       reason="~25 % inflated type-I rate at 1 % with a short branch")
 
 
 @pytest.mark.parametrize(
-    ("n_trunk", "n_branch", "lengths"),
-    [(300, (300, 300), (1.0, 1.0)), (200, (300, 150), (1.0, 0.5)), (0, (200, 200), (1.0, 1.0)),
-     (200, (200, 200, 200), (1.0, 1.0, 1.0))],
+    ("index", "level"),
+    [pytest.param(i, level, marks=_SHORT_BRANCH_AT_1 if (i, level) == (1, 0.01) else ())
+     for i in range(len(BRANCH_NULLS)) for level in (0.05, 0.01)],
+    ids=[f"{'-'.join(map(str, [BRANCH_NULLS[i][0], *BRANCH_NULLS[i][1]]))}@{level}"
+         for i in range(len(BRANCH_NULLS)) for level in (0.05, 0.01)],
 )
-def test_branch_p_values_hold_their_level_when_branches_share_the_trend(n_trunk, n_branch, lengths):
-    rng = np.random.default_rng(5)
-    times = np.concatenate([rng.uniform(0, 1, n_trunk)] + [1 + rng.uniform(0, s, n) for n, s in zip(n_branch, lengths)])
-    groups = np.concatenate([np.zeros(n_trunk, int)] + [np.full(n, b + 1) for b, n in enumerate(n_branch)])
-    shared = 1 / (1 + np.exp(-4 * (times - 1)))
-    values = shared[:, None] + rng.standard_normal((times.size, 6000))
-    result = branches.branch_test(values, np.arange(times.size), times, groups, df=5.0)
-    for level in (0.05, 0.01):
-        assert abs((result.pvals < level).mean() - level) < 0.25 * level + 0.004
-    np.testing.assert_allclose(result.df_branches, 5.0)
-    assert result.df_shared == pytest.approx(5.0)
-    assert result.curves.shape == (6000, len(n_branch), 100) and result.shared.shape == (6000, 100)
+def test_branch_p_values_hold_their_level_when_branches_share_the_trend(index, level):
+    _check_level(_branch_null(index), level)
 
 
 def test_branch_moments_equal_the_traces_of_the_explicit_forms():

@@ -5,24 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import sparse
-from scipy.spatial import distance
 from scipy.stats import spearmanr
 from sklearn.datasets import load_iris
 
 import scskeleton as sks
-
-
-def _one_nn_loo_accuracy(coordinates, labels, components=None):
-    """Leave-one-out accuracy of the 1-NN classifier (the paper's Table I protocol).
-
-    With ``components``, cells of different learned components are infinitely
-    far apart: each component is a separate structure with its own coordinates.
-    """
-    gaps = distance.cdist(coordinates, coordinates, "sqeuclidean")
-    np.fill_diagonal(gaps, np.inf)
-    if components is not None:
-        gaps[components[:, None] != components[None, :]] = np.inf
-    return float(np.mean(labels[gaps.argmin(axis=1)] == labels))
+from scskeleton._testing import angle_agreement, one_nn_accuracy
 
 
 @pytest.mark.parametrize("n_centers, seed", [(2, 0), (3, 0), (3, 1), (4, 0), (4, 1), (5, 2)])
@@ -52,9 +39,7 @@ def test_esl_separates_a_line_and_a_circle_and_keeps_their_shapes(offset):
     ring = coords[circle]
     radius = np.linalg.norm(ring, axis=1)
     assert radius.std() / radius.mean() < 0.1
-    angle, true_angle = np.arctan2(ring[:, 1], ring[:, 0]), adata.obs["true_position"].to_numpy()[circle]
-    coherence = max(abs(np.mean(np.exp(1j * (angle - true_angle)))), abs(np.mean(np.exp(1j * (angle + true_angle)))))
-    assert coherence >= 0.95
+    assert angle_agreement(ring, adata.obs["true_position"].to_numpy()[circle]) >= 0.95
     for component in ("0", "1"):  # each structure centred at the origin
         np.testing.assert_allclose(coords[learned == component].mean(axis=0), 0.0, atol=1e-9)
     sks.pl.cell_graph(adata, "esl", side_by_side=True, color="true_component", show=False)
@@ -68,7 +53,7 @@ def test_esl_iris_one_nn_leave_one_out():
     sks.tl.esl(adata)
     labels = data.target
     components = adata.obs["esl_component"].cat.codes.to_numpy()
-    accuracy = _one_nn_loo_accuracy(adata.obsm["X_esl"], labels, components)
+    accuracy = one_nn_accuracy(adata.obsm["X_esl"], labels, components)
     assert accuracy >= 0.95  # paper: 0.9600 (tuned); 0.9533 at defaults, 0.9600 at perplexity=20
     # setosa is a structure of its own
     assert pd.crosstab(components, labels).to_numpy()[:, 0].max() == 50

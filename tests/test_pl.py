@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import image  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -14,6 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
+from scskeleton._testing import distinct_colours  # noqa: E402
 
 KEY = "ddrtree"
 # scanpy 1.11 calls the deprecated Colormap.set_bad itself; nothing this module can change.
@@ -57,8 +59,13 @@ PLOTS = {
 def test_save_writes_png(adata, tmp_path, name):
     path = tmp_path / f"{name}.png"
     assert PLOTS[name](adata, save=path) is None
-    assert path.exists() and path.stat().st_size > 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the file is this plot: the same pixels as the figure handed back and saved by hand
+    # (a blank or half-drawn figure, or another figure, would also make a valid PNG)
+    reference = tmp_path / f"{name}_reference.png"
+    PLOTS[name](adata, return_fig=True).savefig(reference, bbox_inches="tight")
+    np.testing.assert_array_equal(image.imread(path), image.imread(reference))
+    assert distinct_colours(path) > 20
 
 
 @pytest.mark.parametrize("name", sorted(PLOTS))
@@ -100,7 +107,8 @@ def test_tree_nodes_in_other_basis_are_assignment_means(adata):
 def test_tree_colors_by_obs_or_gene(adata, color):
     fig = sks.pl.tree(adata, KEY, color=color, return_fig=True)
     ax = fig.axes[0]
-    assert ax.get_title() == color
+    # a title names what the colours show; its wording (raw key or a readable name) is not fixed here
+    assert ax.get_title().strip()
     if isinstance(adata.obs.get(color, pd.Series(dtype=float)).dtype, pd.CategoricalDtype):
         legend = ax.get_legend()
         assert legend is not None
@@ -131,15 +139,36 @@ def test_tree_bad_input(adata):
         sks.pl.tree(adata, KEY, color="not_a_gene")
 
 
-def test_pseudotime_rows_and_determinism(adata):
-    first = sks.pl.pseudotime(adata, KEY, color="true_pseudotime", show=False)
-    second = sks.pl.pseudotime(adata, KEY, color="true_pseudotime", show=False)
-    offsets = [np.asarray(ax.collections[0].get_offsets()) for ax in (first, second)]
-    np.testing.assert_array_equal(offsets[0], offsets[1])
-    # one row per segment, labelled by its two milestones
+def _strip_points(ax):
+    """The drawn cells as (row, x) pairs sorted lexicographically; the row is the jittered y rounded."""
+    offsets = np.asarray(ax.collections[0].get_offsets(), dtype=float)
+    pairs = np.column_stack([np.rint(offsets[:, 1]), offsets[:, 0]])
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+@pytest.mark.parametrize("color", [None, "true_pseudotime"])
+def test_pseudotime_rows_and_determinism(adata, color):
+    first = sks.pl.pseudotime(adata, KEY, color=color, show=False)
+    second = sks.pl.pseudotime(adata, KEY, color=color, show=False)
+    np.testing.assert_array_equal(first.collections[0].get_offsets(), second.collections[0].get_offsets())
+    # every cell is drawn once, at x = its pseudotime, in the row of its own segment (scanpy may
+    # reorder the points by colour, so cells are matched as a set of (row, x) pairs)
+    segment = adata.obs[f"{KEY}_segment"].cat.codes.to_numpy()
+    times = adata.obs[f"{KEY}_pseudotime"].to_numpy()
+    drawn = np.isfinite(times) & (segment >= 0)  # cells off the root's component are left out
+    assert drawn.sum() >= 0.9 * adata.n_obs
+    expected = np.column_stack([segment, times])[drawn].astype(float)
+    expected = expected[np.lexsort((expected[:, 1], expected[:, 0]))]
+    np.testing.assert_array_equal(_strip_points(first), expected)
+    # rows stay apart: a cell's vertical jitter leaves a clear gap to the neighbouring rows
+    rows = np.asarray(first.collections[0].get_offsets())[:, 1]
+    assert np.abs(rows - np.rint(rows)).max() <= 0.4
+    assert first.get_xlim()[0] <= np.nanmin(times) and first.get_xlim()[1] >= np.nanmax(times)
+    # one row per segment, top to bottom in category order, labelled by its two milestones
     labels = list(adata.uns[KEY]["milestones"]["segment_labels"])
     assert len(labels) == len(adata.obs[f"{KEY}_segment"].cat.categories)
     assert [t.get_text() for t in first.get_yticklabels()] == labels
+    np.testing.assert_array_equal(first.get_yticks(), np.arange(len(labels)))
 
 
 def test_missing_pseudotime_raises(adata):

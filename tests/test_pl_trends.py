@@ -126,12 +126,53 @@ def test_path_highlights_the_stored_edges_in_branch_colours(adata):
     assert any(isinstance(c, LineCollection) and c.get_gid() == "scskeleton_path" for c in ax.collections)
 
 
-def test_plots_work_after_h5ad_round_trip(adata, tmp_path):
+def _drawn(fig):
+    """What a figure shows, axes by axes: text, curves, points, segments and images."""
+    content = []
+    for ax in fig.axes:
+        content.append(("text", ax.get_title(), ax.get_xlabel(), ax.get_ylabel(),
+                        tuple(t.get_text() for t in ax.get_yticklabels())))
+        legend = ax.get_legend()
+        content.append(("legend", () if legend is None else tuple(t.get_text() for t in legend.get_texts())))
+        for line in ax.lines:
+            content.append(("line", line.get_label(), np.asarray(line.get_xdata(), float),
+                            np.asarray(line.get_ydata(), float), to_rgba(line.get_color())))
+        for collection in ax.collections:
+            if isinstance(collection, LineCollection):
+                content.append(("segments", collection.get_gid(), [np.asarray(s) for s in collection.get_segments()]))
+            else:
+                content.append(("points", np.asarray(collection.get_offsets(), float),
+                                np.asarray(collection.get_facecolors(), float)))
+        for picture in ax.images:
+            content.append(("image", np.ma.filled(np.asarray(picture.get_array(), float), np.nan)))
+    return content
+
+
+def _assert_same_drawing(first, second):
+    assert len(first) == len(second)
+    for a, b in zip(first, second):
+        assert len(a) == len(b) and a[0] == b[0]
+        for x, y in zip(a[1:], b[1:]):
+            if isinstance(x, list):
+                assert len(x) == len(y)
+                for u, v in zip(x, y):
+                    np.testing.assert_allclose(u, v, rtol=1e-12, equal_nan=True)
+            elif isinstance(x, np.ndarray):
+                np.testing.assert_allclose(x, y, rtol=1e-12, equal_nan=True)
+            else:
+                assert x == y
+
+
+@pytest.mark.parametrize("name", sorted(PLOTS))
+def test_plots_work_after_h5ad_round_trip(adata, tmp_path, name):
     path = tmp_path / "a.h5ad"
     adata.write_h5ad(path)
     back = anndata.read_h5ad(path)
-    for name in sorted(PLOTS):
-        assert isinstance(PLOTS[name](back, return_fig=True), Figure)
+    # the result read back draws the same plot, not just some figure: same curves, cells,
+    # path segments, heat map and labels as before writing
+    before, after = _drawn(PLOTS[name](adata, return_fig=True)), _drawn(PLOTS[name](back, return_fig=True))
+    assert any(item[0] in ("line", "points", "image") for item in before)  # something was drawn
+    _assert_same_drawing(before, after)
 
 
 def test_missing_results_and_bad_requests_are_clear_errors(adata):

@@ -1,11 +1,13 @@
 """DDRTree recovers known trees: topology, pseudotime order and branches."""
 
+import numpy as np
 import pytest
 import scanpy as sc
 from scipy.stats import spearmanr
 from sklearn.metrics import adjusted_rand_score
 
 import scskeleton as sks
+from scskeleton._testing import branch_majorities
 
 
 @pytest.mark.parametrize("n_cells", [1000, 5000])
@@ -44,3 +46,13 @@ def test_toggleswitch_bifurcates():
     sks.tl.root(adata, "ddrtree", cell=int(adata.uns["iroot"]))
     sks.tl.pseudotime(adata, "ddrtree")
     assert len(adata.uns["ddrtree"]["branch_points"]) == 1
+    # the two branches are the switch's two fates: gene 0 ahead on one, gene 1 on the other
+    X = np.asarray(adata.X, dtype=float)
+    fate = np.where(X[:, 0] > X[:, 1], "gene 0", "gene 1")
+    branches = branch_majorities(adata, "ddrtree", fate)
+    assert sorted(label for label, _ in branches.values()) == ["gene 0", "gene 1"]
+    assert min(share for _, share in branches.values()) >= 0.95, branches
+    # pseudotime runs from the undecided root cell out along both fates
+    times = adata.obs["ddrtree_pseudotime"].to_numpy()
+    undecided = np.abs(X[:, 0] - X[:, 1]) < 0.05
+    assert np.median(times[undecided]) < np.median(times[~undecided])

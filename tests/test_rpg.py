@@ -1,14 +1,16 @@
 """tl.rpg / tl.rpg_l1: recovered shapes, schema, trajectories, bad input."""
 
 import anndata
-import networkx as nx
 import numpy as np
 import pytest
 import scanpy as sc
+from matplotlib.collections import LineCollection
+from scipy import sparse
 from scipy.sparse import csgraph
 from scipy.stats import spearmanr
 
 import scskeleton as sks
+from scskeleton._testing import distinct_colours, winding_numbers
 
 
 def _components(adata, key):
@@ -17,15 +19,15 @@ def _components(adata, key):
 
 def _winds_around_origin(adata, key):
     """Whether some cycle of the graph goes once around the origin."""
-    nodes = adata.uns[key]["nodes"]
-    angle = np.arctan2(nodes[:, 1], nodes[:, 0])
-    graph = nx.from_scipy_sparse_array(adata.uns[key]["adjacency"])
-    for cycle in nx.cycle_basis(graph):
-        steps = np.diff(angle[cycle + cycle[:1]])
-        winding = np.sum((steps + np.pi) % (2 * np.pi) - np.pi) / (2 * np.pi)
-        if round(abs(winding)) == 1:
-            return True
-    return False
+    turns = winding_numbers(adata.uns[key]["adjacency"], adata.uns[key]["nodes"], centre=np.zeros(2))
+    return bool(np.any(np.abs(turns) == 1))
+
+
+def _edge_set(segments):
+    """Segments (E × 2 × 2) as rows (x₀, y₀, x₁, y₁), each with its smaller end first, sorted:
+    the same rows for the same edges whichever end was drawn first."""
+    rows = np.array([sum(sorted(map(tuple, segment)), ()) for segment in np.asarray(segments, dtype=float)])
+    return rows[np.lexsort(rows.T[::-1])]
 
 
 def test_circle_l1_graph_has_the_loop_and_the_tree_does_not():
@@ -135,17 +137,34 @@ def test_same_random_state_same_result():
 def test_plots_work_on_principal_graphs(tmp_path):
     adata = sks.datasets.circle(80)
     sks.tl.rpg_l1(adata)
+    entry = adata.uns["rpg_l1"]
+    ax = sks.pl.tree(adata, "rpg_l1", show=False)
+    # the drawing is the learned graph: one segment per edge, between the stored nodes
+    drawn = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_gid() == "scskeleton_edges"]
+    assert len(drawn) == 1
+    segments = np.stack(drawn[0].get_segments())
+    upper = sparse.triu(entry["adjacency"], k=1).tocoo()
+    expected = np.stack([entry["nodes"][upper.row, :2], entry["nodes"][upper.col, :2]], axis=1)
+    assert segments.shape == expected.shape
+    np.testing.assert_allclose(_edge_set(segments), _edge_set(expected))
+    line = sks.pl.convergence(adata, "rpg_l1", show=False).get_lines()[0]
+    np.testing.assert_allclose(line.get_ydata(), entry["objective"])
     sks.pl.tree(adata, "rpg_l1", save=tmp_path / "graph.png", show=False)
     sks.pl.convergence(adata, "rpg_l1", save=tmp_path / "objective.png", show=False)
-    assert (tmp_path / "graph.png").stat().st_size > 0
+    assert distinct_colours(tmp_path / "graph.png") > 20 and distinct_colours(tmp_path / "objective.png") > 20
 
 
 def test_use_rep_x_works():
-    adata = sks.datasets.spiral(120)
+    adata = sks.datasets.spiral(200, random_state=0)
+    # X_pca, the default representation, is noise here: only a fit on X can follow the spiral
+    adata.obsm["X_pca"] = np.random.default_rng(0).normal(size=adata.obsm["X_pca"].shape)
     sks.tl.rpg(adata, use_rep="X")
     sks.tl.root(adata, "rpg", obs_min="true_position")
     sks.tl.pseudotime(adata, "rpg")
     assert adata.uns["rpg"]["space"] == "X" and adata.obs["rpg_pseudotime"].notna().all()
+    assert adata.uns["rpg"]["nodes"].shape[1] == adata.n_vars
+    assert len(adata.uns["rpg"]["branch_points"]) == 0
+    assert spearmanr(adata.obs["rpg_pseudotime"], adata.obs["true_position"])[0] >= 0.95
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from scipy import sparse
 from scipy.stats import spearmanr
 
 import scskeleton as sks
+from scskeleton._testing import branch_majorities
 from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
 from scskeleton._core.trees.pruning import prune_tree
@@ -124,6 +125,20 @@ def test_toggleswitch_has_one_fork(method):
     adata.obsm["X_pca"] = np.asarray(adata.X, dtype=float)
     getattr(sks.tl, method)(adata)
     assert _n_branch_points(adata, method) == 1
+    # one fork is not enough: its two branches are the two fates of the switch, the cells where
+    # gene 0 wins on one and those where gene 1 wins on the other
+    sks.tl.root(adata, method, cell=int(adata.uns["iroot"]))
+    sks.tl.pseudotime(adata, method)
+    X = np.asarray(adata.X, dtype=float)
+    fate = np.where(X[:, 0] > X[:, 1], "gene 0", "gene 1")
+    branches = branch_majorities(adata, method, fate)
+    assert len(branches) == 2 and {label for label, _ in branches.values()} == {"gene 0", "gene 1"}
+    assert min(share for _, share in branches.values()) >= 0.95, branches
+    # and they hold the committed cells (one gene clearly ahead), not a few cells each
+    committed = np.abs(X[:, 0] - X[:, 1]) > 0.2
+    segment = adata.obs[f"{method}_segment"].astype(str).to_numpy()
+    on_own_branch = [branches.get(s, (None,))[0] == f for s, f in zip(segment[committed], fate[committed])]
+    assert np.mean(on_own_branch) >= 0.9
 
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])

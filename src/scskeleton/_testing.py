@@ -1,0 +1,153 @@
+"""Measures and checks shared by the tests and the tutorials, each written once.
+
+The tests check a learner against the same numbers the tutorials print (how
+well an embedding recovers a circle's angle, a flat sheet, class labels); with
+one definition the two cannot drift apart. Not part of the public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "angle_agreement",
+    "branch_majorities",
+    "central_differences",
+    "directional_difference",
+    "distinct_colours",
+    "one_nn_accuracy",
+    "procrustes_r2",
+    "winding_numbers",
+]
+
+#: Step of the central differences: the error is O(step²) from the third derivative and
+#: O(eps / step) from round-off, both about 1e-10 relative for smooth objectives of size ~1.
+STEP = 1e-6
+
+
+def central_differences(function: Callable[[np.ndarray], float], point: np.ndarray, step: float = STEP) -> np.ndarray:
+    """Gradient of the scalar ``function`` at ``point`` by central differences, one coordinate at a time.
+
+    Returns an array of ``point``'s shape: entry i is (f(x + h e_i) - f(x - h e_i)) / 2h.
+    """
+    point = np.asarray(point, dtype=float)
+    gradient = np.empty_like(point)
+    for index in np.ndindex(point.shape):
+        up, down = point.copy(), point.copy()
+        up[index] += step
+        down[index] -= step
+        gradient[index] = (function(up) - function(down)) / (2 * step)
+    return gradient
+
+
+def directional_difference(
+    function: Callable[[np.ndarray], float], point: np.ndarray, direction: np.ndarray, step: float = STEP
+) -> float:
+    """Derivative of ``function`` at ``point`` along ``direction`` by one central difference."""
+    point, direction = np.asarray(point, dtype=float), np.asarray(direction, dtype=float)
+    return float((function(point + step * direction) - function(point - step * direction)) / (2 * step))
+
+
+def angle_agreement(coordinates: np.ndarray, true_angle: np.ndarray) -> float:
+    """How well the angle of the centred first two coordinates follows ``true_angle`` (radians).
+
+    |mean exp(i(φ - θ))|, the larger for the two orientations: 1 when the
+    embedding is the true circle up to a rotation and a reflection, about 0
+    when its angle is unrelated to the truth.
+    """
+    centred = coordinates[:, :2] - coordinates[:, :2].mean(axis=0)
+    phi = np.arctan2(centred[:, 1], centred[:, 0])
+    true_angle = np.asarray(true_angle, dtype=float)
+    return float(max(abs(np.mean(np.exp(1j * (phi - true_angle)))), abs(np.mean(np.exp(1j * (phi + true_angle))))))
+
+
+def procrustes_r2(embedding: np.ndarray, truth: np.ndarray) -> float:
+    """Share of the variance of ``truth`` explained by ``embedding`` after the best rotation and scaling.
+
+    1 when the embedding is the true coordinates up to a similarity transform
+    (the flat sheet is recovered).
+    """
+    from scipy.linalg import orthogonal_procrustes
+
+    a, b = embedding - embedding.mean(axis=0), truth - truth.mean(axis=0)
+    rotated = a @ orthogonal_procrustes(a, b)[0]
+    scale = np.vdot(rotated, b) / np.vdot(rotated, rotated)
+    return float(1.0 - np.sum((scale * rotated - b) ** 2) / np.sum(b**2))
+
+
+def one_nn_accuracy(coordinates: np.ndarray, labels: np.ndarray, components: np.ndarray | None = None) -> float:
+    """Leave-one-out accuracy of the 1-nearest-neighbour classifier (the ESL paper's Table I protocol).
+
+    With ``components``, cells of different learned components are infinitely
+    far apart: each component is a separate structure with its own coordinates.
+    """
+    from scipy.spatial import distance
+
+    labels = np.asarray(labels)
+    gaps = distance.cdist(coordinates, coordinates, "sqeuclidean")
+    np.fill_diagonal(gaps, np.inf)
+    if components is not None:
+        components = np.asarray(components)
+        gaps[components[:, None] != components[None, :]] = np.inf
+    return float(np.mean(labels[gaps.argmin(axis=1)] == labels))
+
+
+def winding_numbers(adjacency, positions: np.ndarray, centre: np.ndarray | None = None) -> np.ndarray:
+    """Winding number around ``centre`` of every cycle in a cycle basis of the graph.
+
+    ``positions`` places node i at ``positions[i, :2]``; ``centre`` defaults to
+    their mean. Each edge turns by its angle seen from the centre, taken the
+    short way (below π), so the sum over a cycle is a whole number of turns.
+    Whether some cycle of the graph goes around the centre does not depend on
+    the basis: the parity of the winding number is linear on the cycle space,
+    so a graph holds a cycle with an odd winding number exactly when some
+    basis cycle has one.
+    """
+    import networkx as nx
+
+    points = np.asarray(positions, dtype=float)[:, :2]
+    centre = points.mean(axis=0) if centre is None else np.asarray(centre, dtype=float)
+    angle = np.arctan2(points[:, 1] - centre[1], points[:, 0] - centre[0])
+    graph = nx.from_scipy_sparse_array(adjacency)
+    turns = []
+    for cycle in nx.cycle_basis(graph):
+        steps = np.diff(angle[cycle + cycle[:1]])
+        turns.append(np.sum((steps + np.pi) % (2 * np.pi) - np.pi) / (2 * np.pi))
+    return np.rint(np.asarray(turns, dtype=float)).astype(int)
+
+
+def distinct_colours(path) -> int:
+    """Number of distinct pixel colours of an image file: 1 for a blank canvas, hundreds for a plot."""
+    from matplotlib import image
+
+    pixels = np.asarray(image.imread(path))
+    if pixels.dtype != np.uint8:  # PNGs are read as floats in [0, 1]
+        pixels = np.rint(pixels * 255).astype(np.uint8)
+    if pixels.ndim == 2:
+        return int(np.unique(pixels).size)
+    # one integer per pixel (its channels' bytes): a 1-D unique is far faster than unique rows
+    packed = np.zeros(pixels.shape[:2], dtype=np.uint32)
+    for channel in range(pixels.shape[2]):
+        packed |= pixels[:, :, channel].astype(np.uint32) << (8 * channel)
+    return int(np.unique(packed).size)
+
+
+def branch_majorities(adata, key: str, labels) -> dict[str, tuple[object, float]]:
+    """Majority label of the cells on each branch of a rooted graph, and its share of them.
+
+    The branches are the segments of ``uns[key]["segments"]`` that do not start
+    at the root; a cell's segment is ``obs[f"{key}_segment"]`` (``tl.pseudotime``).
+    ``labels`` holds one label per cell (a known fate, a cell type).
+    """
+    labels = np.asarray(labels)
+    root = set(np.atleast_1d(adata.uns[key]["root"]).tolist())
+    segment = adata.obs[f"{key}_segment"].astype(str).to_numpy()
+    found = {}
+    for name, path in adata.uns[key]["segments"].items():
+        if int(path[0]) in root:
+            continue
+        values, counts = np.unique(labels[segment == str(name)], return_counts=True)
+        found[str(name)] = (values[counts.argmax()], float(counts.max() / counts.sum())) if counts.size else (None, 0.0)
+    return found
