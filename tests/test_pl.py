@@ -103,18 +103,31 @@ def test_tree_nodes_in_other_basis_are_assignment_means(adata):
         [expected[upper.row], expected[upper.col]], axis=1))
 
 
-@pytest.mark.parametrize("color", ["true_branch", "true_pseudotime", "feature_0", f"{KEY}_segment"])
+TREE_TITLES = {
+    "true_branch": "true branch — DDRTree",
+    "true_pseudotime": "true pseudotime — DDRTree",
+    "feature_0": "feature_0 — DDRTree",  # a gene keeps its name, underscores and all
+    f"{KEY}_segment": "DDRTree segment",  # names the method already
+}
+
+
+@pytest.mark.parametrize("color", sorted(TREE_TITLES))
 def test_tree_colors_by_obs_or_gene(adata, color):
     fig = sks.pl.tree(adata, KEY, color=color, return_fig=True)
     ax = fig.axes[0]
-    # a title names what the colours show; its wording (raw key or a readable name) is not fixed here
-    assert ax.get_title().strip()
+    # the title says what the colours show, in words, and which method drew the graph
+    assert ax.get_title() == TREE_TITLES[color]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("DDRTree 1", "DDRTree 2")
     if isinstance(adata.obs.get(color, pd.Series(dtype=float)).dtype, pd.CategoricalDtype):
         legend = ax.get_legend()
         assert legend is not None
-        assert [t.get_text() for t in legend.get_texts()] == list(adata.obs[color].cat.categories)
+        expected = list(adata.obs[color].cat.categories)
+        if color == f"{KEY}_segment":  # segments by their milestones, not by their ids
+            expected = list(adata.uns[KEY]["milestones"]["segment_labels"])
+        assert [t.get_text() for t in legend.get_texts()] == expected
     else:
-        assert len(fig.axes) == 2  # the colorbar
+        assert len(fig.axes) == 2  # the colorbar, labelled with what the colour is
+        assert fig.axes[1].get_ylabel() == ("feature_0" if color == "feature_0" else "true pseudotime")
     _edges(ax)
 
 
@@ -211,7 +224,7 @@ def test_convergence_title_and_points(adata):
     n = len(adata.uns[KEY]["objective"])
     np.testing.assert_array_equal(line.get_xdata(), np.arange(1, n + 1))
     converged = "converged" if adata.uns[KEY]["converged"] else "not converged"
-    assert f"ddrtree: {converged}" in ax.get_title()
+    assert ax.get_title() == f"DDRTree: {converged} after {n} iterations"
     assert sks.pl.convergence(adata, KEY, log=True, show=False).get_yscale() == "log"
 
 

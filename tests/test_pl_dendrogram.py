@@ -116,7 +116,8 @@ def test_list_color_one_panel_each(fitted):
     colors = ["true_branch", "true_pseudotime", fitted.var_names[0]]
     panels = sks.pl.dendrogram(fitted, "ddrtree", color=colors, ncols=2, show=False)
     assert isinstance(panels, list) and len(panels) == 3
-    assert [ax.get_title() for ax in panels] == colors
+    # readable titles: underscores become spaces in .obs columns; a gene keeps its name
+    assert [ax.get_title() for ax in panels] == ["true branch", "true pseudotime", fitted.var_names[0]]
     for ax in panels:
         assert len(_collection(ax, "scskeleton_dendrogram_segments").get_segments()) == len(
             fitted.uns["ddrtree"]["segments"])
@@ -130,7 +131,7 @@ def test_vertical_puts_pseudotime_on_y(fitted):
     ax = sks.pl.dendrogram(fitted, "ddrtree", orientation="vertical", show=False)
     for line in _collection(ax, "scskeleton_dendrogram_segments").get_segments():
         assert line[0, 0] == line[1, 0]
-    assert ax.yaxis_inverted() and ax.get_ylabel() == "ddrtree pseudotime"
+    assert ax.yaxis_inverted() and ax.get_ylabel() == "DDRTree pseudotime"
     with pytest.raises(ValueError, match="orientation"):
         sks.pl.dendrogram(fitted, "ddrtree", orientation="diagonal")
 
@@ -184,7 +185,7 @@ def test_adata_unchanged(fitted):
 def test_tree_list_color_one_panel_each(fitted):
     panels = sks.pl.tree(fitted, "ddrtree", color=["true_branch", "true_pseudotime"], show=False)
     assert isinstance(panels, list) and len(panels) == 2
-    assert [ax.get_title() for ax in panels] == ["true_branch", "true_pseudotime"]
+    assert [ax.get_title() for ax in panels] == ["true branch — DDRTree", "true pseudotime — DDRTree"]
     edges = [c for c in panels[1].collections if c.get_gid() == "scskeleton_edges"]
     assert len(edges) == 1 and len(edges[0].get_segments()) == fitted.uns["ddrtree"]["adjacency"].nnz // 2
     assert isinstance(sks.pl.tree(fitted, "ddrtree", color="true_branch", show=False), Axes)

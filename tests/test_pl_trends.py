@@ -82,7 +82,11 @@ def test_trends_split_by_branch(adata):
     ax = sks.pl.trends(adata, BRANCHES, "gene_0", show=False)
     labels = [line.get_label() for line in ax.lines]
     branches = list(adata.uns[BRANCHES]["branches"])
-    assert labels == ["shared"] + [f"branch {b}" for b in branches]
+    # each branch named by the milestones of its first segment, not by the segment id
+    segment_labels = dict(zip(sorted(adata.uns[KEY]["segments"], key=int),
+                              adata.uns[KEY]["milestones"]["segment_labels"]))
+    assert labels == ["shared"] + [segment_labels[str(adata.uns[BRANCHES]["segments"][b][0])] for b in branches]
+    assert all(label.startswith("fork 1 → ") for label in labels[1:])
     curves = adata.varm[f"{BRANCHES}_curves"][0]
     for line, curve in zip(ax.lines[1:], curves):
         np.testing.assert_allclose(line.get_ydata(), curve)

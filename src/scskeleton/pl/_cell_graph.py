@@ -14,7 +14,17 @@ from matplotlib.figure import Figure
 from scipy import sparse
 
 from .._schema import component_key, connectivities_key, latent_key
-from ._utils import check_components, finish, new_axes, resolve_basis, scatter_cells
+from ._utils import (
+    EDGE_ZORDER,
+    check_components,
+    finish,
+    method_name,
+    new_axes,
+    obs_label,
+    resolve_basis,
+    scatter_cells,
+    with_method,
+)
 
 #: The gid of the edge collection, so that code (and tests) can find the graph's edges.
 CELL_EDGES_GID = "scskeleton_cell_edges"
@@ -34,6 +44,9 @@ def cell_graph(
     edge_color: str = "black",
     edge_width: float = 0.5,
     edge_alpha: float = 0.3,
+    title: str | None = None,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -46,7 +59,8 @@ def cell_graph(
     SPL, ESL, FSL): cells at ``obsm[f"X_{key}"]`` (or any ``basis``), the edges
     of ``obsp[f"{key}_connectivities"]`` drawn as one
     :class:`~matplotlib.collections.LineCollection` (``gid="scskeleton_cell_edges"``,
-    one segment per undirected edge, line width growing with the weight).
+    one segment per undirected edge, line width growing with the weight),
+    under the cells.
 
     Parameters
     ----------
@@ -68,10 +82,21 @@ def cell_graph(
         Draw the learned graph.
     edge_color, edge_width, edge_alpha
         Colour, largest line width (points) and opacity of the edges.
+    title
+        Title of the plot. Default: what the colour shows and the method,
+        e.g. ``"true position — MPME"``; the method alone without ``color``.
+    legend_loc
+        Where the legend of a categorical colour goes, as in
+        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
+        or ``None`` for none.
+    frameon
+        Draw a frame (and axis labels) around the plot; ``None`` follows
+        scanpy's setting.
     ax, show, save, return_fig
         As in ``scanpy.pl``.
     **scatter_kwargs
-        Passed to :func:`scanpy.pl.embedding`.
+        Passed to :func:`scanpy.pl.embedding` (``size``, ``palette``, ``cmap``,
+        ``colorbar_loc``, …).
 
     Returns
     -------
@@ -88,16 +113,20 @@ def cell_graph(
     first, second = check_components(components, coordinates.shape[1], space)
     graph_name = connectivities_key(key)
     if edges and graph_name not in adata.obsp:
+        if "nodes" in adata.uns.get(key, {}):
+            raise KeyError(
+                f"{key!r} holds a node graph (fitted on landmarks, n_landmarks), not a graph over the cells: "
+                f"draw it with sks.pl.tree(adata, {key!r}, basis={space!r}), or pass edges=False."
+            )
         raise KeyError(f"adata.obsp[{graph_name!r}] is missing; fit the learner {key!r} first, or pass edges=False.")
     if side_by_side:
         coordinates = _side_by_side(adata, key, coordinates, first)
 
     fig, ax, created = new_axes(ax)
-    kwargs = dict(scatter_kwargs)
-    if color is None and "title" not in kwargs:
-        kwargs["title"] = key
+    if title is None:
+        title = method_name(adata, key) if color is None else with_method(obs_label(adata, color), adata, key)
     scatter_cells(adata, coordinates, basis=space, components=(first, second), color=color, ax=ax,
-                  scatter_kwargs=kwargs)
+                  scatter_kwargs={"legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs}, title=title)
     if edges:
         upper = sparse.triu(sparse.csr_matrix(adata.obsp[graph_name]), k=1).tocoo()
         keep = upper.data > 0
@@ -106,7 +135,7 @@ def cell_graph(
         weight = upper.data[keep]
         widths = edge_width * (0.2 + 0.8 * weight / weight.max()) if weight.size else edge_width
         # below the cells (scanpy draws them at zorder 1): the graph should not hide the data
-        lines = LineCollection(segments, colors=edge_color, linewidths=widths, alpha=edge_alpha, zorder=0)
+        lines = LineCollection(segments, colors=edge_color, linewidths=widths, alpha=edge_alpha, zorder=EDGE_ZORDER)
         lines.set_gid(CELL_EDGES_GID)
         ax.add_collection(lines, autolim=True)
         ax.autoscale_view()

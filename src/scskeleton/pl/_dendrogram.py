@@ -11,11 +11,20 @@ import pandas as pd
 from anndata import AnnData
 from matplotlib import ticker
 from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from .._schema import StoredGraph, pseudotime_key, read_graph, segment_key
-from ._utils import finish, panel_grid, scatter_cells
+from ._tree import draw_edges
+from ._utils import (
+    finish,
+    method_name,
+    obs_label,
+    panel_grid,
+    panel_titles,
+    scatter_cells,
+    set_frame,
+    tidy_panels,
+)
 
 #: The gid of the segment lines (one per ``uns[key]["segments"]`` entry, in the order of the ids).
 SEGMENTS_GID = "scskeleton_dendrogram_segments"
@@ -50,6 +59,9 @@ def dendrogram(
     edge_color: str = "black",
     edge_width: float = 2.0,
     ncols: int = 4,
+    title: str | Sequence[str] | None = None,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -78,7 +90,8 @@ def dendrogram(
         Key of the graph, e.g. ``"ddrtree"``.
     color
         An ``.obs`` column or a gene name to colour the cells by, or a list of
-        them for one panel each. Default: the segment.
+        them for one panel each. Default: the segment (legend entries named by
+        milestones, ``"root → fork 1"``).
     orientation
         ``"horizontal"``: pseudotime runs left to right; ``"vertical"``: top
         to bottom.
@@ -90,6 +103,16 @@ def dendrogram(
         Line width of the segments and connectors, in points.
     ncols
         Panels per row when ``color`` is a list.
+    title
+        Title of the panel, or one per colour. Default: what the colour shows,
+        e.g. ``"cell type"``, ``"DDRTree segment"``.
+    legend_loc
+        Where the legend of a categorical colour goes, as in
+        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
+        or ``None`` for none.
+    frameon
+        Draw the box around the panel; ``None`` follows scanpy's setting. The
+        pseudotime axis keeps its ticks and label either way.
     ax
         Draw into this Axes instead of a new figure (one colour only).
     show
@@ -129,13 +152,18 @@ def dendrogram(
 
     long_side = 1.5 + 0.5 * max(len(layout.ids), 3)
     size = (6.4, long_side * 0.6) if orientation == "horizontal" else (long_side * 0.6 + 1.5, 5.0)
+    titles = panel_titles(title, len(colors))
     fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=size, what="colour")
-    for panel, name in zip(panels, colors):
+    for panel, name, panel_title in zip(panels, colors, titles):
+        # scanpy's frameon=False would switch the axes off, and with them the pseudotime axis
         scatter_cells(adata, coordinates, basis="X_dendrogram", components=dims, color=name, ax=panel,
-                      scatter_kwargs=scatter_kwargs)
+                      scatter_kwargs={"legend_loc": legend_loc, **scatter_kwargs, "frameon": True},
+                      title=obs_label(adata, name) if panel_title is None else panel_title)
         _draw_layout(panel, entry, graph, layout, dims, edge_color=edge_color, edge_width=edge_width,
                      show_labels=show_labels)
-        _axes_labels(panel, key, orientation)
+        _axes_labels(panel, f"{method_name(adata, key)} pseudotime", orientation)
+        set_frame(panel, frameon)
+    tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
 
@@ -222,11 +250,9 @@ def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tupl
         [[layout.end[up], layout.position[up]], [layout.start[child], layout.position[child]]]
         for child, up in enumerate(layout.parent) if up is not None and drawn[child]
     ]).reshape(-1, 2, 2)
-    # zorder above scanpy's cells so the skeleton stays visible in dense regions.
+    # under the cells, which sit on them, with a thin trace over them (see draw_edges)
     for segments, gid, width in ((lines, SEGMENTS_GID, edge_width), (connectors, CONNECTORS_GID, edge_width * 0.6)):
-        collection = LineCollection(xy(segments), colors=edge_color, linewidths=width, zorder=3)
-        collection.set_gid(gid)
-        ax.add_collection(collection, autolim=True)
+        draw_edges(ax, xy(segments), color=edge_color, width=width, gid=gid)
     ax.autoscale_view()
 
     milestones = _milestone_points(entry, graph, layout)
@@ -259,12 +285,12 @@ def _milestone_points(entry, graph: StoredGraph, layout: Layout) -> list[tuple[t
     return points
 
 
-def _axes_labels(ax: Axes, key: str, orientation: str) -> None:
+def _axes_labels(ax: Axes, label: str, orientation: str) -> None:
     """Ticks on the pseudotime axis only: the other one places branches, it measures nothing."""
     time_axis, other_axis = (ax.xaxis, ax.yaxis) if orientation == "horizontal" else (ax.yaxis, ax.xaxis)
     # scanpy removes the ticks of embeddings; pseudotime carries meaning.
     time_axis.set_major_locator(ticker.AutoLocator())
-    time_axis.set_label_text(f"{key} pseudotime")
+    time_axis.set_label_text(label)
     other_axis.set_major_locator(ticker.NullLocator())
     other_axis.set_label_text("")
     if orientation == "vertical" and not ax.yaxis_inverted():

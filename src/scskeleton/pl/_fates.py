@@ -13,7 +13,10 @@ from matplotlib.figure import Figure
 
 from .._schema import fate_probabilities_key, read_graph
 from ._tree import draw_graph, gap_edges_of, graph_in_basis
-from ._utils import finish, panel_grid, scatter_cells
+from ._utils import basis_label, finish, panel_grid, panel_titles, scatter_cells, tidy_panels
+
+#: The colour bar's label in every panel.
+FATE_LABEL = "fate probability"
 
 
 def fates(
@@ -27,6 +30,8 @@ def fates(
     show_tree: bool = True,
     size: float | None = None,
     cmap: str = "viridis",
+    title: str | Sequence[str] | None = None,
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -37,8 +42,9 @@ def fates(
 
     Reads ``obsm[f"{key}_fate_probabilities"]`` and the fate names
     ``uns[key]["fates"]`` written by ``sks.tl.fate_probabilities``; the colour
-    scale runs from 0 to 1 in every panel, so panels compare. The graph is
-    drawn on top as in :func:`tree` (no per-panel legend).
+    scale runs from 0 to 1 in every panel, so panels compare, and its bar is
+    labelled ``"fate probability"``. The graph is drawn as in :func:`tree`
+    (under the cells, with a thin trace over them; no per-panel legend).
 
     Parameters
     ----------
@@ -61,6 +67,12 @@ def fates(
         Cell marker size, as in :func:`scanpy.pl.embedding`.
     cmap
         Colour map of the probabilities.
+    title
+        Title of each panel: one string for all, or one per fate. Default: the
+        fate's name (its milestone, e.g. ``"Ery"``).
+    frameon
+        Draw a frame (and axis labels) around each panel; ``None`` follows
+        scanpy's setting.
     ax
         Draw into this Axes (one fate only).
     show
@@ -70,7 +82,8 @@ def fates(
     return_fig
         Return the Figure.
     **scatter_kwargs
-        Passed to :func:`scanpy.pl.embedding` (``vmin``, ``vmax``, ``frameon``, …).
+        Passed to :func:`scanpy.pl.embedding` (``vmin``, ``vmax``, ``colorbar_loc``, …).
+        A probability gets a colour bar, not a legend, so ``legend_loc`` has nothing to place.
 
     Returns
     -------
@@ -96,12 +109,15 @@ def fates(
     # the probabilities as obs columns of a stand-in, so that scatter_cells colours by them without touching adata
     stand_in = AnnData(obs=columns)
     gap_edges = gap_edges_of(adata.uns[key], graph)
-    kwargs = {"size": size, "cmap": cmap, "vmin": 0.0, "vmax": 1.0, **scatter_kwargs}
-    for panel, fate in zip(panels, chosen):
+    kwargs = {"size": size, "cmap": cmap, "vmin": 0.0, "vmax": 1.0, "frameon": frameon, **scatter_kwargs}
+    axis_name = basis_label(adata, space)
+    for panel, fate, panel_title in zip(panels, chosen, panel_titles(title, len(chosen))):
         scatter_cells(stand_in, coordinates, basis=space, components=dims, color=fate, ax=panel,
-                      scatter_kwargs={"title": fate, **kwargs})
+                      scatter_kwargs=kwargs, title=fate if panel_title is None else panel_title,
+                      axis_name=axis_name, colorbar_label=FATE_LABEL)
         if show_tree:
             draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=False, show_branch_points=True,
                        edge_color="black", edge_width=1.0, gap_edges=gap_edges, legend=False)
+    tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)

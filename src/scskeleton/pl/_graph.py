@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import os
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from anndata import AnnData
 from matplotlib.axes import Axes
-from matplotlib.colors import to_rgba
+from matplotlib.colors import ListedColormap, to_rgba
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 from matplotlib.patches import Patch
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 from scipy import sparse
 from scipy.sparse import csgraph
 
 from .._schema import StoredGraph, cell_assignment, read_graph
-from ._utils import NA_COLOR, category_colors, finish, new_axes
+from ._utils import NA_COLOR, category_colors, finish, method_name, new_axes, obs_label
 
 #: Node labels are written on the axes only up to this many nodes; beyond, they are unreadable.
 MAX_NODE_LABELS = 30
+#: The gid of the "edge / no edge" legend of an unweighted adjacency.
+EDGE_LEGEND_GID = "scskeleton_adjacency_legend"
 
 
 def adjacency(
@@ -29,6 +33,7 @@ def adjacency(
     order: str = "tree",
     groupby: str | None = None,
     cmap: str = "Greys",
+    title: str | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -39,7 +44,10 @@ def adjacency(
     Nodes are ordered depth-first from the root (``uns[key]["root"]``, node 0
     when no root is set; further connected components follow, each from its
     lowest node), so a tree shows up as a band along the diagonal with one
-    off-diagonal entry per branch.
+    off-diagonal entry per branch. A weighted graph gets a colour bar of the
+    edge weights; an unweighted one (every edge of the same weight, as the
+    trees of DDRTree and RPG) two colours and a legend, "edge" and "no edge"
+    (``gid="scskeleton_adjacency_legend"``).
 
     Parameters
     ----------
@@ -56,7 +64,10 @@ def adjacency(
         of its assignment mass (``Rᵀ onehot``); a coloured strip along the
         heatmap marks it. Nodes without mass are grey and come last.
     cmap
-        Colormap of the edge weights.
+        Colormap of the edge weights; an unweighted graph's edges take its darkest colour.
+    title
+        Title of the plot. Default: the method, e.g. ``"DDRTree adjacency"``;
+        the x axis says how the nodes are ordered.
     ax
         Draw into this Axes instead of a new figure.
     show
@@ -85,22 +96,42 @@ def adjacency(
             group_rank = np.where(groups < 0, len(labels), groups)[position]
             position = position[np.lexsort((np.arange(position.size), group_rank))]
     matrix = graph.adjacency.toarray()[np.ix_(position, position)]  # K is small: dense only to draw
+    weights = graph.adjacency.data[graph.adjacency.data != 0]
+    unweighted = weights.size == 0 or np.ptp(weights) == 0
 
     fig, ax, created = new_axes(ax, figsize=(5.5, 5.0))
-    image = ax.imshow(matrix, cmap=cmap, vmin=0, interpolation="nearest")
+    colormap = plt.get_cmap(cmap)
+    if unweighted:
+        edge_color = colormap(1.0)
+        image = ax.imshow((matrix != 0).astype(float), cmap=ListedColormap(["white", edge_color]), vmin=0, vmax=1,
+                          interpolation="nearest")
+    else:
+        image = ax.imshow(matrix, cmap=colormap, vmin=0, interpolation="nearest")
     k = graph.n_nodes
-    described = f"tree order from node {start}" if order == "tree" else f"grouped by {groupby}, then tree order"
-    ax.set_title(f"{key} adjacency ({described})")
+    start_name = "the root" if graph.root is not None else f"node {start}"
+    described = (f"in tree order from {start_name}" if order == "tree"
+                 else f"grouped by {obs_label(adata, groupby)}, then in tree order")
+    if title is None:
+        title = f"{method_name(adata, key)} adjacency"
+    ax.set_title(title)
     labelled = k <= MAX_NODE_LABELS
     ticks = np.arange(k)
     ax.set_xticks(ticks if labelled else [], [str(n) for n in position] if labelled else [])
     ax.set_yticks(ticks if labelled else [], [str(n) for n in position] if labelled else [])
-    if not labelled:
-        ax.set_xlabel(f"{k} nodes")
+    ax.set_xlabel(f"{k} nodes, {described}" if not labelled else f"nodes {described}")
 
     divider = make_axes_locatable(ax)
-    cax = divider.append_axes("right", size="4%", pad=0.1)
-    fig.colorbar(image, cax=cax, label="edge weight")
+    if unweighted:
+        handles = [Patch(facecolor=edge_color, edgecolor="0.5", label="edge"),
+                   Patch(facecolor="white", edgecolor="0.5", label="no edge")]
+        legend = Legend(ax, handles, [h.get_label() for h in handles], loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                        fontsize="small", frameon=False)
+        legend.set_gid(EDGE_LEGEND_GID)
+        ax.add_artist(legend)
+        legend.set_clip_on(False)  # add_artist clips to the axes; outside them it would be cut off when saved
+    else:
+        cax = divider.append_axes("right", size="4%", pad=0.1)
+        fig.colorbar(image, cax=cax, label="edge weight")
     if groupby is not None:
         ordered = groups[position]
         rgba = np.array([to_rgba(colors[g]) if g >= 0 else to_rgba(NA_COLOR) for g in ordered])
@@ -117,7 +148,7 @@ def adjacency(
             ax.tick_params(labelleft=False)
             left.set_yticks(ticks, [str(n) for n in position])
         ax.set_title("")
-        top.set_title(f"{key} adjacency ({described})")
+        top.set_title(title)
         if order == "group":
             bounds = np.flatnonzero(np.diff(ordered)) + 0.5
             for b in bounds:
@@ -128,8 +159,8 @@ def adjacency(
         if np.any(ordered < 0):
             handles.append(Patch(facecolor=NA_COLOR, label="no cells"))
         # Below the heatmap: the right side already holds the colorbar.
-        ax.legend(handles=handles, title=groupby, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.1 if labelled else -0.06),
+        ax.legend(handles=handles, title=obs_label(adata, groupby), loc="upper center",
+                  bbox_to_anchor=(0.5, -0.16 if labelled else -0.1),
                   ncol=min(len(handles), 4), fontsize="small", frameon=False)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
@@ -143,8 +174,11 @@ def convergence(
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
     log: bool = False,
+    title: str | None = None,
 ) -> Figure | Axes | None:
     """Objective value per iteration of the solver behind ``adata.uns[key]`` (any scskeleton learner).
+
+    Titled by the method and the outcome, e.g. ``"DDRTree: converged after 12 iterations"``.
 
     Parameters
     ----------
@@ -162,6 +196,8 @@ def convergence(
         Return the Figure.
     log
         Logarithmic y axis; needs a positive objective.
+    title
+        Title of the plot, instead of the method and the outcome.
 
     Returns
     -------
@@ -188,12 +224,14 @@ def convergence(
     ax.set_xlabel("iteration")
     ax.set_ylabel("objective")
     ax.xaxis.get_major_locator().set_params(integer=True)  # iterations are whole numbers
-    method = str(entry.get("method", "")) or key
-    if "converged" in entry:
+    method = method_name(adata, key)
+    count = f"{objective.size} iteration{'s' if objective.size != 1 else ''}"
+    if title is None and "converged" in entry:
         state = "converged" if bool(entry["converged"]) else "not converged"
-        ax.set_title(f"{method}: {state} after {objective.size} iterations")
-    else:
-        ax.set_title(f"{method}: {objective.size} iterations")
+        title = f"{method}: {state} after {count}"
+    elif title is None:
+        title = f"{method}: {count}"
+    ax.set_title(title)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 

@@ -14,8 +14,17 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import sparse
 
-from ._trends import BRANCHED, _cell_times
-from ._utils import category_colors, finish, panel_grid
+from ._trends import BRANCHED, _cell_times, _time_label
+from ._utils import (
+    branch_names,
+    category_colors,
+    check_groupby,
+    finish,
+    obs_label,
+    panel_grid,
+    place_legend,
+    tidy_panels,
+)
 
 #: ``standard_scale`` values, as in ``scanpy.pl.heatmap``.
 STANDARD_SCALES = ("var", "obs", None)
@@ -50,7 +59,9 @@ def module_heatmap(
     curve; with ``layer=`` or ``use_raw=True`` it is the mean expression of
     the cells of that lineage in that pseudotime bin (from that matrix),
     blank where a bin holds no cell. With ``groupby=``, a bar above each block
-    shows the most common category of the block's cells in each bin.
+    shows the most common category of the block's cells in each bin, and
+    each block is named by its cells' most common category; without it, by its
+    milestones (``"root → tip 2"``, ``"fork 1 → tip 1"``).
 
     Parameters
     ----------
@@ -59,7 +70,8 @@ def module_heatmap(
     key
         Its ``key_added``, e.g. ``"rpg_association_modules"``.
     groupby
-        A categorical ``.obs`` column to annotate pseudotime with.
+        A categorical ``.obs`` column to annotate pseudotime with and to name
+        the blocks by.
     gene_symbols
         A ``.var`` column to label the genes with instead of ``var_names``.
     use_raw, layer
@@ -95,7 +107,7 @@ def module_heatmap(
     modules = labels.cat.codes.to_numpy()[columns]
     curves = _block_curves(np.asarray(adata.varm[f"{result_key}_curves"], dtype=float))[columns]  # G × B × grid
     grid = np.asarray(result["grid"], dtype=float)
-    blocks = _block_names(result, curves.shape[1])
+    blocks = _block_names(adata, result_key, result, curves.shape[1], groupby)
     times = _cell_times(adata, result_key, result)
     members = _block_members(adata, result_key, result, len(blocks), times)
     if layer is not None or use_raw:
@@ -139,13 +151,15 @@ def module_heatmap(
         ticks = [t for t in MaxNLocator(nbins=3).tick_values(grid[0], grid[-1]) if grid[0] <= t <= grid[-1]]
         ax.set_xticks(np.interp(ticks, grid, np.arange(grid.size)), [f"{t:g}" for t in ticks])
         ax.set_yticks([])
-        ax.set_xlabel(result.get("time", "pseudotime") if result.get("time") != "path position" else "position")
+        ax.set_xlabel(_time_label(adata, result))
         for boundary in np.flatnonzero(np.diff(modules)) + 0.5:
             ax.axhline(boundary, color="white", linewidth=0.8)
         if groupby is not None:
             bar = fig.add_subplot(grid_spec[0, b + 1], sharex=ax)
-            _draw_groups(bar, adata, groupby, members[b], times, grid)
-        ax.set_title(block, fontsize="medium", pad=14 if groupby is not None else 6)
+            _draw_groups(bar, adata, groupby, members[b], times, grid, label=b == 0)
+            bar.set_title(block, fontsize="medium")  # above the bar, which would hide a title of the heatmap
+        else:
+            ax.set_title(block, fontsize="medium")
         panels.append(ax)
     fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
                  label="scaled expression" if standard_scale else "expression")
@@ -174,11 +188,14 @@ def _block_curves(curves: np.ndarray) -> np.ndarray:
     return curves[:, None, :] if curves.ndim == 2 else curves
 
 
-def _block_names(result: Mapping, n_blocks: int) -> list[str]:
+def _block_names(adata: AnnData, key: str, result: Mapping, n_blocks: int, groupby: str | None) -> list[str]:
+    """Each block's name: its lineage's or branch's milestones, or its cells' majority ``groupby`` label."""
     if result["method"] == "association_test":
-        return [f"lineage to segment {leaf}" for leaf in result["lineages"]]
+        names = branch_names(adata, key, groupby)
+        return [names[str(leaf)] for leaf in result["lineages"]]
     if result["method"] in BRANCHED:
-        return [f"branch {label}" for label in result["branches"]]
+        names = branch_names(adata, key, groupby)
+        return [names[str(label)] for label in result["branches"]]
     return ["path"][:n_blocks]
 
 
@@ -237,7 +254,8 @@ def _scale(values: np.ndarray, standard_scale: str | None) -> np.ndarray:
     return (values - low) / np.where(span > 0, span, 1.0)
 
 
-def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np.ndarray, grid: np.ndarray) -> None:
+def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np.ndarray, grid: np.ndarray, *,
+                 label: bool = True) -> None:
     """One row: the most common ``groupby`` category of the block's cells in each pseudotime bin."""
     categories = list(adata.obs[groupby].cat.categories)
     codes = adata.obs[groupby].cat.codes.to_numpy()
@@ -250,7 +268,9 @@ def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np
     colormap.set_bad("white")
     ax.imshow(np.ma.masked_invalid(majority[None, :]), aspect="auto", interpolation="nearest", cmap=colormap,
               vmin=-0.5, vmax=len(categories) - 0.5)
-    ax.set_yticks([0], [groupby], fontsize="small")
+    ax.set_yticks([0], [obs_label(adata, groupby)] if label else [""], fontsize="small")
+    if not label:
+        ax.tick_params(axis="y", left=False)
     ax.tick_params(axis="x", labelbottom=False, bottom=False)
 
 
@@ -259,6 +279,8 @@ def modules(
     key: str,
     *,
     ncols: int = 3,
+    groupby: str | None = None,
+    legend_loc: str | None = "best",
     show: bool | None = None,
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
@@ -269,6 +291,8 @@ def modules(
     clustered), in the colour of their lineage; the thick line is the module
     mean (``uns[key]["curves"]``). Lineages are drawn on one shared
     pseudotime axis, so a module's behaviour on each lineage can be compared.
+    Lineages are named by their milestones (``"root → tip 2"``) or, with
+    ``groupby``, by their cells' most common label.
 
     Parameters
     ----------
@@ -278,19 +302,25 @@ def modules(
         Its ``key_added``.
     ncols
         Panels per row.
+    groupby
+        An ``.obs`` column, e.g. ``"cell_type"``: name the lineages by it.
+    legend_loc
+        Where the legend of lineages goes (first panel): a matplotlib location
+        (``"best"``, default), ``"right margin"`` or ``None`` for none.
     show, save, return_fig
         As in :func:`scskeleton.pl.trends`.
     """
     entry, result_key, result = _modules(adata, key, "sks.pl.modules")
+    check_groupby(adata, groupby)
     labels = adata.var[key]
     categories = list(labels.cat.categories)
     codes = labels.cat.codes.to_numpy()
     curves = _block_curves(np.asarray(adata.varm[f"{result_key}_curves"], dtype=float))
     centers = _block_curves(np.asarray(entry["curves"], dtype=float))
     grid = np.asarray(result["grid"], dtype=float)
-    blocks = _block_names(result, curves.shape[1])
+    blocks = _block_names(adata, result_key, result, curves.shape[1], groupby)
     colors = plt.get_cmap("tab10").colors
-    fig, panels, _ = panel_grid(len(categories), ncols=ncols, ax=None, panel_size=(4.0, 3.0), what="module",
+    fig, panels, created = panel_grid(len(categories), ncols=ncols, ax=None, panel_size=(4.0, 3.0), what="module",
                                 sharex=True)
     for m, (ax, module) in enumerate(zip(panels, categories)):
         genes = np.flatnonzero(codes == m)
@@ -305,7 +335,8 @@ def modules(
                 ax.plot(grid, shown.T, color=colour, alpha=0.15, linewidth=0.6)
             ax.plot(grid, centers[m, b], color=colour, linewidth=2.5, label=block)
         ax.set_title(f"module {module} ({genes.size} genes)", fontsize="medium")
-        ax.set_xlabel(result.get("time", "pseudotime"))
+        ax.set_xlabel(_time_label(adata, result))
         ax.set_ylabel("standardised trend")
-    panels[0].legend(fontsize="small", loc="best")
+    tidy_panels(fig, panels, created=created)
+    place_legend(panels[0], legend_loc, fontsize="small")
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._schema import pseudotime_key, segment_key
-from ._utils import finish, new_axes, scatter_cells
+from ._utils import finish, method_name, new_axes, obs_label, scatter_cells, segment_names, set_frame
 
 #: Half the height of a segment's row that the vertical jitter may use.
 JITTER = 0.35
@@ -25,6 +25,9 @@ def pseudotime(
     key: str = "ddrtree",
     *,
     color: str | None = None,
+    title: str | None = None,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -47,7 +50,17 @@ def pseudotime(
         Key of the graph, e.g. ``"ddrtree"``.
     color
         An ``.obs`` column or a gene name to colour the cells by. Default: the
-        segment.
+        segment (legend entries named by milestones, ``"root → fork 1"``).
+    title
+        Title of the plot. Default: what the colour shows, e.g. ``"cell type"``
+        or ``"DDRTree segment"``.
+    legend_loc
+        Where the legend of a categorical colour goes, as in
+        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
+        or ``None`` for none.
+    frameon
+        Draw the box around the plot; ``None`` follows scanpy's setting. The
+        pseudotime axis keeps its ticks and label either way.
     ax
         Draw into this Axes instead of a new figure.
     show
@@ -78,25 +91,29 @@ def pseudotime(
     coordinates = np.column_stack([times, rows + jitter])
 
     fig, ax, created = new_axes(ax, figsize=(6.4, 0.5 + 0.6 * max(len(segments.categories), 2)))
+    shown = segment_key(key) if color is None else color
     scatter_cells(
         adata,
         coordinates,
         basis="X_pseudotime_strip",
         components=(0, 1),
-        color=segment_key(key) if color is None else color,
+        color=shown,
         ax=ax,
-        scatter_kwargs=scatter_kwargs,
+        # scanpy's frameon=False would switch the axes off, and with them the pseudotime axis
+        scatter_kwargs={"legend_loc": legend_loc, **scatter_kwargs, "frameon": True},
+        title=title if title is not None else obs_label(adata, shown),
     )
     # scanpy removes the ticks of embeddings; here both axes carry meaning.
     ax.xaxis.set_major_locator(ticker.AutoLocator())
     ax.set_yticks(np.arange(len(segments.categories)), _row_labels(adata.uns.get(key, {}), segments.categories))
     ax.set_ylim(len(segments.categories) - 0.5, -0.5)
-    ax.set_xlabel(f"{key} pseudotime")
+    ax.set_xlabel(f"{method_name(adata, key)} pseudotime")
     ax.set_ylabel("segment")
+    set_frame(ax, frameon)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def _row_labels(entry, categories) -> list[str]:
     """Each segment's label (``"root → fork 1"``, from ``uns[key]["milestones"]``), or its id when there is none."""
-    labels = [str(label) for label in entry.get("milestones", {}).get("segment_labels", [])]
-    return [labels[int(c)] if str(c).isdigit() and int(c) < len(labels) else str(c) for c in categories]
+    labels = segment_names(entry, [str(c) for c in categories])
+    return [label if not label.startswith("segment ") else str(c) for label, c in zip(labels, categories)]

@@ -15,10 +15,28 @@ from matplotlib.lines import Line2D
 from scipy import sparse
 
 from .._schema import StoredGraph, cell_assignment, cell_coordinates, read_graph
-from ._utils import check_components, finish, panel_grid, resolve_basis, scatter_cells
+from ._utils import (
+    EDGE_ZORDER,
+    NODE_ZORDER,
+    TRACE_ALPHA,
+    TRACE_WIDTH,
+    TRACE_ZORDER,
+    check_components,
+    finish,
+    method_name,
+    obs_label,
+    panel_grid,
+    panel_titles,
+    resolve_basis,
+    scatter_cells,
+    tidy_panels,
+    with_method,
+)
 
 #: The gid of the edge collection, so that code (and tests) can find the graph's edges.
 EDGES_GID = "scskeleton_edges"
+#: The gid of the thin trace of the edges drawn over the cells.
+EDGES_TRACE_GID = "scskeleton_edges_trace"
 #: The gid of the dashed collection of gap edges (``uns[key]["gap_edges"]``).
 GAP_EDGES_GID = "scskeleton_gap_edges"
 #: The gid of the support labels (``uns[key]["branch_support"]``).
@@ -39,17 +57,23 @@ def tree(
     edge_width: float = 1.0,
     size: float | None = None,
     ncols: int = 4,
+    title: str | Sequence[str] | None = None,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
     **scatter_kwargs,
 ) -> Figure | Axes | list[Axes] | None:
-    """Scatter the cells with the learned graph drawn on top.
+    """Scatter the cells with the learned graph drawn with them.
 
     Cells are drawn by :func:`scanpy.pl.embedding`; the graph's edges as one
     :class:`~matplotlib.collections.LineCollection` (``gid="scskeleton_edges"``,
-    one segment per undirected edge), its nodes as small dots, the root(s)
+    one segment per undirected edge) and its nodes as small dots, both under
+    the cells so that no cell hides beneath them, plus a thin translucent
+    trace of the edges over the cells (``gid="scskeleton_edges_trace"``) that
+    keeps the skeleton visible where cells are dense. The root(s)
     (``uns[key]["root"]``, set by ``sks.tl.root``) as a star and the branch
     points (``uns[key]["branch_points"]``, set by ``sks.tl.pseudotime``) as
     diamonds, with a legend for the three. Edges listed in
@@ -96,6 +120,17 @@ def tree(
         ``120000 / n_cells``).
     ncols
         Panels per row when ``color`` is a list.
+    title
+        Title of the panel, or one per colour. Default: what the colour shows
+        and the method, e.g. ``"cell type — DDRTree"`` or ``"DDRTree pseudotime"``;
+        the method's name alone without ``color``.
+    legend_loc
+        Where the legend of a categorical colour goes, as in
+        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
+        or ``None`` for none.
+    frameon
+        Draw a frame (and axis labels) around the panel; ``None`` follows
+        scanpy's setting.
     ax
         Draw into this Axes instead of a new figure (one colour only).
     show
@@ -106,7 +141,7 @@ def tree(
         Return the Figure.
     **scatter_kwargs
         Passed to :func:`scanpy.pl.embedding` (``palette``, ``cmap``,
-        ``legend_loc``, ``title``, ``use_raw``, ``layer``, …).
+        ``colorbar_loc``, ``use_raw``, ``layer``, …).
 
     Returns
     -------
@@ -121,11 +156,11 @@ def tree(
     colors = [color] if color is None or isinstance(color, str) else list(color)
     if not colors:
         raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    titles = panel_titles(title, len(colors))
     fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(6.4, 4.8), what="colour")
-    for panel, name in zip(panels, colors):
-        kwargs = dict(scatter_kwargs)
-        if name is None and "title" not in kwargs:
-            kwargs["title"] = key if graph.method in ("", key) else f"{key} ({graph.method})"
+    for panel, name, panel_title in zip(panels, colors, titles):
+        if panel_title is None:
+            panel_title = method_name(adata, key) if name is None else with_method(obs_label(adata, name), adata, key)
         scatter_cells(
             adata,
             coordinates,
@@ -133,13 +168,15 @@ def tree(
             components=(first, second),
             color=name,
             ax=panel,
-            scatter_kwargs={"size": size, **kwargs},
+            scatter_kwargs={"size": size, "legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs},
+            title=panel_title,
         )
         draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
                    show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
-                   gap_edges=gap_edges)
+                   gap_edges=gap_edges, label=method_name(adata, key))
         if support is not None:
             _draw_support(panel, nodes, drawn, *support, color=edge_color)
+    tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
 
@@ -236,8 +273,9 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
 
 def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float,
-               gap_edges: np.ndarray, legend: bool = True) -> None:
-    """Edges (gap edges dashed), nodes, root and branch points on top of the cells, with a legend."""
+               gap_edges: np.ndarray, legend: bool = True, label: str | None = None) -> None:
+    """Edges (gap edges dashed) and nodes under the cells with a thin trace over them, root and branch
+    points on top, and a legend naming the graph ``label`` (default its key)."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
     # explicitly stored zeros are not edges either.
@@ -248,29 +286,28 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
         n = graph.n_nodes
         keep &= ~np.isin(upper.row.astype(np.int64) * n + upper.col, gaps[:, 0].astype(np.int64) * n + gaps[:, 1])
     segments = np.stack([nodes[upper.row[keep]], nodes[upper.col[keep]]], axis=1)
-    # zorder above scanpy's cells so the skeleton stays visible in dense regions.
-    edges = LineCollection(segments, colors=edge_color, linewidths=edge_width, zorder=3)
-    edges.set_gid(EDGES_GID)
-    ax.add_collection(edges, autolim=True)
+    draw_edges(ax, segments, color=edge_color, width=edge_width, gid=EDGES_GID)
 
     marker_size = max(4.0 * edge_width, 2.0)
     handles = [Line2D([], [], color=edge_color, linewidth=edge_width, marker="o" if show_nodes else None,
-                      markersize=marker_size ** 0.5 * 1.5, label=f"{graph.key} graph")]
+                      markersize=marker_size ** 0.5 * 1.5, label=graph.key if label is None else label)]
     if gaps.size:
+        # gap edges cross the empty space between groups of cells: drawn over them, dashed
         dashed = LineCollection(np.stack([nodes[gaps[:, 0]], nodes[gaps[:, 1]]], axis=1), colors=edge_color,
-                                linewidths=edge_width, linestyles="--", zorder=3)
+                                linewidths=edge_width, linestyles="--", zorder=TRACE_ZORDER)
         dashed.set_gid(GAP_EDGES_GID)
         ax.add_collection(dashed, autolim=True)
         handles.append(Line2D([], [], color=edge_color, linewidth=edge_width, linestyle="--", label="gap edge"))
     ax.autoscale_view()
     if show_nodes:
-        ax.scatter(nodes[drawn, 0], nodes[drawn, 1], s=marker_size * 3, c=edge_color, linewidths=0, zorder=4)
+        ax.scatter(nodes[drawn, 0], nodes[drawn, 1], s=marker_size * 3, c=edge_color, linewidths=0,
+                   zorder=NODE_ZORDER)
 
     branch_points = np.asarray(entry.get("branch_points", []) if show_branch_points else [], dtype=int).ravel()
     branch_points = branch_points[drawn[branch_points]] if branch_points.size else branch_points
     if branch_points.size:
         handles.append(ax.scatter(
-            nodes[branch_points, 0], nodes[branch_points, 1], s=60, marker="D", facecolors="white",
+            nodes[branch_points, 0], nodes[branch_points, 1], s=60, marker="D", facecolors="none",
             edgecolors=edge_color, linewidths=1.5, zorder=5, label="branch point",
         ))
     roots = graph.roots[drawn[graph.roots]]
@@ -285,3 +322,20 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
     if legend:
         labels = [handle.get_label() for handle in handles]
         ax.add_artist(Legend(ax, handles, labels, loc="best", fontsize="small", framealpha=0.8))
+
+
+def draw_edges(ax: Axes, segments: np.ndarray, *, color, width, gid: str) -> LineCollection:
+    """Edges under the cells (``gid``) and a thin translucent trace of them over the cells (``gid + "_trace"``).
+
+    Under the cells, no cell type is hidden beneath the skeleton (krumsiek11's
+    Ery at its tip); the trace, a fraction of the width and half transparent,
+    still shows the skeleton where cells cover it without hiding their colours.
+    """
+    edges = LineCollection(segments, colors=color, linewidths=width, zorder=EDGE_ZORDER)
+    edges.set_gid(gid)
+    ax.add_collection(edges, autolim=True)
+    trace = LineCollection(segments, colors=color, linewidths=np.asarray(width) * TRACE_WIDTH, alpha=TRACE_ALPHA,
+                           zorder=TRACE_ZORDER)
+    trace.set_gid(f"{gid}_trace")
+    ax.add_collection(trace, autolim=False)
+    return edges

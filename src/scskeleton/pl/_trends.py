@@ -21,10 +21,32 @@ from scipy import sparse
 from .._schema import read_graph
 from ._tree import _nodes_in_basis
 from ._tree import tree as tree_plot
-from ._utils import category_colors, check_components, finish, new_axes, panel_grid, resolve_basis
+from ._utils import (
+    NODE_ZORDER,
+    RESULT_NAMES,
+    TRACE_WIDTH,
+    TRACE_ZORDER,
+    branch_names,
+    category_colors,
+    check_components,
+    check_groupby,
+    finish,
+    format_pvalue,
+    method_name,
+    milestone_names,
+    new_axes,
+    panel_grid,
+    panel_titles,
+    place_legend,
+    resolve_basis,
+    set_frame,
+    tidy_panels,
+)
 
 #: The gid of the path's edge collections drawn by :func:`path`.
 PATH_GID = "scskeleton_path"
+#: The path goes under the cells, over the graph's edges and nodes.
+PATH_ZORDER = NODE_ZORDER + 0.05
 #: Colour of a ``tl.trends`` curve and path.
 TREND_COLOR = "tab:red"
 #: Colour of the cells behind a ``tl.trends`` curve.
@@ -43,6 +65,10 @@ def trends(
     show_cells: bool = True,
     show_shared: bool = True,
     size: float | None = None,
+    groupby: str | None = None,
+    title: str | Sequence[str] | None = None,
+    legend_loc: str | None = "best",
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -57,8 +83,11 @@ def trends(
     are split by branch (colours of ``obs[f"{key}_branch"]``, the trunk's
     cells in its own colour) and the shared curve is dashed; for a
     ``tl.association_test`` result there is one curve per lineage, over the
-    cells on the lineages (x: the graph's pseudotime). Titles give R² and q
-    (``tl.trends``) or F and q (the tests).
+    cells on the lineages (x: the graph's pseudotime). Branches and lineages
+    are named by their milestones (``"fork 1 → tip 2"``, ``"root → tip 2"``)
+    or, with ``groupby``, by the most common label of their cells. Titles give
+    R² and q (``tl.trends``) or F and q (the tests); a q-value of 0 is written
+    ``"q < 1e-300"``.
 
     Parameters
     ----------
@@ -76,6 +105,19 @@ def trends(
         For a branch test: draw the shared curve (the null model) dashed.
     size
         Marker size of the cells (default ``min(20, 12000 / n_cells)``).
+    groupby
+        An ``.obs`` column, e.g. ``"cell_type"``: name each branch or lineage
+        by its cells' most common label instead of its milestones.
+    title
+        Title of each panel: one string for all, or one per gene. Default:
+        the gene with its statistics, ``"Gata1  (F = 41.2, q = 3.2e-5)"``.
+    legend_loc
+        Where the legend of branches or lineages goes: a matplotlib location
+        (``"best"``, default; ``"upper left"``, …), ``"right margin"`` or
+        ``None`` for none.
+    frameon
+        Draw the box around each panel; ``None`` follows scanpy's setting. The
+        axes keep their ticks and labels either way.
     ax
         Draw into this Axes (one gene only).
     show
@@ -94,6 +136,9 @@ def trends(
     genes = [genes] if isinstance(genes, str) else list(genes)
     if not genes:
         raise ValueError("genes is empty; name at least one gene fitted under key.")
+    titles = panel_titles(title, len(genes))
+    check_groupby(adata, groupby)
+    names = branch_names(adata, key, groupby) if result["method"] != "trends" else {}
     columns = _fitted_genes(adata, key, result, genes)
     times = _cell_times(adata, key, result)
     cells = np.flatnonzero(np.isfinite(times))
@@ -102,22 +147,27 @@ def trends(
 
     fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.4), what="gene")
 
-    x_label = result.get("time", "pseudotime")
-    x_label = x_label if x_label in ("pseudotime", "registered pseudotime") else "position along the path"
-    for panel, gene, column, gene_values in zip(panels, genes, columns, values.T):
+    x_label = _time_label(adata, result)
+    layer = str(result["params"]["layer"])
+    for panel, gene, column, gene_values, panel_title in zip(panels, genes, columns, values.T, titles):
         if result["method"] == "trends":
             _draw_trend(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
             stats = f"R² = {adata.var[f'{key}_r2'].iloc[column]:.2f}"
         elif result["method"] == "association_test":
-            _draw_lineages(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
+            _draw_lineages(panel, adata, key, result, column, times[cells], gene_values, show_cells, size, names,
+                           legend_loc)
             stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
         else:
             _draw_branches(panel, adata, key, result, column, cells, times[cells], gene_values, show_cells,
-                           show_shared, size)
+                           show_shared, size, names, legend_loc)
             stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
-        panel.set_title(f"{gene}  ({stats}, q = {adata.var[f'{key}_qval'].iloc[column]:.2g})", fontsize="medium")
+        if panel_title is None:
+            panel_title = f"{gene}  ({stats}, {format_pvalue(adata.var[f'{key}_qval'].iloc[column])})"
+        panel.set_title(panel_title, fontsize="medium")
         panel.set_xlabel(x_label)
-        panel.set_ylabel(f"expression ({result['params']['layer']})")
+        panel.set_ylabel("expression" if layer == "X" else f"expression ({layer})")
+        set_frame(panel, frameon)
+    tidy_panels(fig, panels, created=created)
     handle = panels[0] if len(panels) == 1 else panels
     return finish(fig, handle, created=created, show=show, save=save, return_fig=return_fig)
 
@@ -129,6 +179,8 @@ def branch_heatmap(
     genes: Sequence[str] | None = None,
     n_genes: int = 30,
     cmap: str = "viridis",
+    groupby: str | None = None,
+    title: str | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -141,7 +193,9 @@ def branch_heatmap(
     branch), scaled to [0, 1] over all its branches so the blocks compare
     directly; blank where a branch has no cells. Genes are ordered by where
     they peak: first by the branch holding their maximum, then by the
-    pseudotime of that maximum.
+    pseudotime of that maximum. Each block is named by its branch's
+    milestones (``"fork 1 → tip 2"``) or, with ``groupby``, by the most common
+    label of its cells.
 
     Parameters
     ----------
@@ -155,6 +209,12 @@ def branch_heatmap(
         How many genes to show when ``genes`` is None.
     cmap
         Matplotlib colormap.
+    groupby
+        An ``.obs`` column, e.g. ``"cell_type"``: name each branch by its
+        cells' most common label instead of its milestones.
+    title
+        Title of the plot. Default: the test and its fork, e.g.
+        ``"branch test at fork 1 (DDRTree)"``.
     ax, show, save, return_fig
         As in :func:`trends`.
 
@@ -168,6 +228,7 @@ def branch_heatmap(
         raise ValueError(f"adata.uns[{key!r}] holds a {result['method']} result; branch_heatmap needs one of "
                          "tl.branch_test or tl.fork_test. "
                          f"Run sks.tl.branch_test(adata, {result['graph']!r}, branch_point=...) first.")
+    names = branch_names(adata, key, groupby)
     if genes is None:
         if isinstance(n_genes, bool) or not isinstance(n_genes, int) or n_genes < 1:
             raise ValueError(f"n_genes must be a positive integer; got {n_genes!r}.")
@@ -209,9 +270,10 @@ def branch_heatmap(
     columns_at = np.interp(ticks, grid, np.arange(n_grid))
     ax.set_xticks((starts[:, None] + columns_at[None, :]).ravel(), [f"{t:g}" for t in ticks] * n_branches)
     for b, label in enumerate(result["branches"]):
-        ax.text(starts[b] + (n_grid - 1) / 2, -0.6, f"branch {label}", ha="center", va="bottom")
+        ax.text(starts[b] + (n_grid - 1) / 2, -0.6, names[str(label)], ha="center", va="bottom")
     ax.set_yticks(np.arange(len(genes)), genes if len(genes) <= 80 else [""] * len(genes))
-    ax.set_xlabel("pseudotime")
+    ax.set_xlabel(_time_label(adata, result))
+    ax.set_title(_fork_title(adata, result) if title is None else title, pad=18)
     fig.colorbar(shown, ax=ax, label="scaled fitted expression")
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
@@ -224,6 +286,10 @@ def path(
     components: Sequence[int] = (0, 1),
     color: str | None = None,
     path_width: float = 3.0,
+    groupby: str | None = None,
+    title: str | None = None,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
     save: str | os.PathLike | None = None,
@@ -233,9 +299,11 @@ def path(
     """The path (``tl.trends``) or trunk and branches (``tl.branch_test``) on the tree.
 
     Draws :func:`~scskeleton.pl.tree` of the graph the result was computed on,
-    then the result's edges (``uns[key]["edges"]``) on top, thick: the path of
-    ``tl.trends`` in red, or the trunk and each branch of ``tl.branch_test`` in
-    the colours ``pl.trends`` gives them (``gid="scskeleton_path"``).
+    then the result's edges (``uns[key]["edges"]``) thick, under the cells with
+    a thin trace over them: the path of ``tl.trends`` in red, or the trunk and
+    each branch of ``tl.branch_test`` in the colours ``pl.trends`` gives them
+    (``gid="scskeleton_path"``), named as there: by milestones or, with
+    ``groupby``, by their cells' majority label.
 
     Parameters
     ----------
@@ -247,6 +315,15 @@ def path(
         As in :func:`~scskeleton.pl.tree`.
     path_width
         Line width of the highlighted edges, in points.
+    groupby
+        An ``.obs`` column: name the branches by their cells' most common label.
+    title
+        Title of the plot. Default: the path's milestones (``"path root → tip 2
+        (DDRTree)"``) or the fork tested (``"branch test at fork 1 (DDRTree)"``).
+    legend_loc
+        Where the legend of a categorical ``color`` goes, as in :func:`~scskeleton.pl.tree`.
+    frameon
+        Draw a frame (and axis labels) around the plot; ``None`` follows scanpy's setting.
     ax, show, save, return_fig
         As in :func:`trends`.
     **tree_kwargs
@@ -268,20 +345,32 @@ def path(
         first, second = check_components(components, coordinates.shape[1], space)
         nodes, _ = _nodes_in_basis(adata, graph, coordinates[:, [first, second]])
 
+    check_groupby(adata, groupby)
+    names = branch_names(adata, key, groupby) if result["method"] != "trends" else {}
+    if title is None:
+        title = _path_title(adata, result) if result["method"] == "trends" else _fork_title(adata, result)
     fig, ax, created = new_axes(ax)
-    tree_plot(adata, graph.key, basis=basis, components=components, color=color, ax=ax, show=False, **tree_kwargs)
+    tree_plot(adata, graph.key, basis=basis, components=components, color=color, ax=ax, show=False, title=title,
+              legend_loc=legend_loc, frameon=frameon, **tree_kwargs)
     labels, colors = _group_colors(adata, key, result)
     handles = []
     for label, colour in zip(labels, colors):
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
-        lines = LineCollection(np.stack([nodes[edges[:, 0]], nodes[edges[:, 1]]], axis=1), colors=[colour],
-                               linewidths=path_width, zorder=4.5, capstyle="round")  # over nodes, under markers
-        # a dark outline keeps the path visible over cells drawn in the same colour
+        segments = np.stack([nodes[edges[:, 0]], nodes[edges[:, 1]]], axis=1)
+        # under the cells (over the graph's edges and nodes), so that no cell hides beneath it
+        lines = LineCollection(segments, colors=[colour], linewidths=path_width, zorder=PATH_ZORDER,
+                               capstyle="round")
+        # a dark outline keeps the path visible next to cells drawn in the same colour
         lines.set_path_effects([patheffects.Stroke(linewidth=path_width + 2.0, foreground="black"), patheffects.Normal()])
         lines.set_gid(PATH_GID)
         ax.add_collection(lines)
+        # and a thin trace of it over the cells, visible where they are dense
+        trace = LineCollection(segments, colors=[colour], linewidths=path_width * TRACE_WIDTH, alpha=0.8,
+                               zorder=TRACE_ZORDER + 0.1, capstyle="round")
+        trace.set_gid(f"{PATH_GID}_trace")
+        ax.add_collection(trace)
         handles.append(Line2D([], [], color=colour, linewidth=path_width,
-                              label="path" if result["method"] == "trends" else _group_name(label)))
+                              label="path" if result["method"] == "trends" else names.get(label, label)))
     ax.add_artist(Legend(ax, handles, [h.get_label() for h in handles], loc="lower right", fontsize="small",
                          framealpha=0.8))
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
@@ -349,8 +438,39 @@ def _group_colors(adata: AnnData, key: str, result: dict) -> tuple[list[str], li
     return categories, category_colors(adata, f"{key}_branch", categories)
 
 
-def _group_name(label: str) -> str:
-    return label if label == "trunk" else f"branch {label}"
+def _time_label(adata: AnnData, result: Mapping) -> str:
+    """The x axis of a result: ``"DDRTree pseudotime"``, ``"registered DDRTree pseudotime"`` or the path position."""
+    kind = result.get("time", "pseudotime")
+    method = method_name(adata, str(result["graph"])) if str(result.get("graph", "")) in adata.uns else ""
+    pseudotime = f"{method} pseudotime".strip()
+    if kind == "pseudotime":
+        return pseudotime
+    if kind == "registered pseudotime":
+        return f"registered {pseudotime}"
+    return "position along the path"
+
+
+def _fork_title(adata: AnnData, result: Mapping) -> str:
+    """``"branch test at fork 1 (DDRTree)"``: the test, its fork's milestone name and the graph's method."""
+    graph = str(result.get("graph", ""))
+    test = RESULT_NAMES.get(str(result["method"]), str(result["method"]))
+    where = ""
+    if "branch_point" in result:
+        node = int(result["branch_point"])
+        where = f" at {milestone_names(adata.uns.get(graph, {})).get(node, f'node {node}')}"
+    return f"{test}{where} ({method_name(adata, graph)})" if graph in adata.uns else f"{test}{where}"
+
+
+def _path_title(adata: AnnData, result: Mapping) -> str:
+    """``"path root → tip 2 (DDRTree)"``: the path's end nodes by milestone name (or node index)."""
+    graph = str(result.get("graph", ""))
+    edges = np.asarray(result["edges"]["path"], dtype=np.intp).reshape(-1, 2)
+    if not edges.size:
+        return f"path ({method_name(adata, graph)})"
+    names = milestone_names(adata.uns.get(graph, {}))
+    first, last = int(edges[0, 0]), int(edges[-1, 1])
+    ends = " → ".join(names.get(node, f"node {node}") for node in (first, last))
+    return f"path {ends} ({method_name(adata, graph)})"
 
 
 def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
@@ -365,15 +485,15 @@ def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
     return times
 
 
-def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size) -> None:
+def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size, names, legend_loc) -> None:
     if show_cells:
         ax.scatter(times, values, s=size, c=CELL_COLOR, linewidths=0, alpha=0.5, rasterized=True)
     grid = np.asarray(result["grid"], dtype=float)
     curves = np.asarray(adata.varm[f"{key}_curves"][column], dtype=float)  # L × grid
     colors = plt.get_cmap("tab10").colors
     for l, leaf in enumerate(result["lineages"]):
-        ax.plot(grid, curves[l], color=colors[l % len(colors)], linewidth=2.0, label=f"lineage to segment {leaf}")
-    ax.legend(fontsize="small", loc="best")
+        ax.plot(grid, curves[l], color=colors[l % len(colors)], linewidth=2.0, label=names.get(str(leaf), str(leaf)))
+    place_legend(ax, legend_loc, fontsize="small")
 
 
 def _draw_trend(ax, adata, key, result, column, times, values, show_cells, size) -> None:
@@ -383,7 +503,8 @@ def _draw_trend(ax, adata, key, result, column, times, values, show_cells, size)
     ax.plot(grid, np.asarray(adata.varm[f"{key}_curves"][column], dtype=float), color=TREND_COLOR, linewidth=2.0)
 
 
-def _draw_branches(ax, adata, key, result, column, cells, times, values, show_cells, show_shared, size) -> None:
+def _draw_branches(ax, adata, key, result, column, cells, times, values, show_cells, show_shared, size, names,
+                   legend_loc) -> None:
     labels, colors = _group_colors(adata, key, result)
     groups = adata.obs[f"{key}_branch"].cat.codes.to_numpy()[cells]
     grid = np.asarray(result["grid"], dtype=float)
@@ -401,5 +522,5 @@ def _draw_branches(ax, adata, key, result, column, cells, times, values, show_ce
     curves = np.asarray(adata.varm[f"{key}_curves"][column], dtype=float)  # B × grid
     for b, label in enumerate(result["branches"]):
         handles += ax.plot(grid, curves[b], color=colors[labels.index(label)], linewidth=2.0,
-                           label=_group_name(label))
-    ax.legend(handles=handles, fontsize="small", loc="best")
+                           label=names.get(str(label), str(label)))
+    place_legend(ax, legend_loc, handles=handles, fontsize="small")

@@ -1,14 +1,19 @@
-"""Helpers shared by every plot: axes creation, show/save/return, colour lookup.
+"""Helpers shared by every plot: axes creation, show/save/return, colour lookup, and words.
 
 Plots read the AnnData schema only. Whenever scanpy's plotting code is used to
 colour cells it is handed a small stand-in AnnData, because scanpy writes
 default palettes into ``adata.uns`` and converts string columns of ``.obs`` in
 place; a plot must leave the user's object exactly as it found it.
+
+Every title, axis label, colour-bar label, branch name and p-value a plot
+writes is made here (:func:`method_name`, :func:`obs_label`, :func:`basis_label`,
+:func:`branch_names`, :func:`format_pvalue`), so that all plots speak alike.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 
 import matplotlib
@@ -30,6 +35,52 @@ _RESERVED_SCATTER_KWARGS = frozenset(
 #: Grey for nodes without a group (no assignment mass) and for > 102 categories,
 #: the same fallback scanpy uses.
 NA_COLOR = "lightgray"
+
+#: How a learner (``uns[key]["method"]``) is named in titles, legends and axis labels.
+METHOD_NAMES = {
+    "ddrtree": "DDRTree",
+    "rpg": "principal tree (RPG)",
+    "rpg_l1": "ℓ1 principal graph",
+    "mpme": "MPME",
+    "spl": "SPL",
+    "esl": "ESL",
+    "fsl": "FSL",
+    "convex_embedding": "convex embedding",
+}
+#: How the gene-level results (``uns[key]["method"]``) are named.
+RESULT_NAMES = {
+    "trends": "trend test",
+    "branch_test": "branch test",
+    "fork_test": "fork test",
+    "association_test": "association test",
+    "trend_modules": "trend modules",
+    "activation": "activation",
+}
+#: Axis names of common scanpy bases (``obsm["X_<name>"]``), as scanpy's papers and tutorials write them.
+BASIS_NAMES = {
+    "pca": "PC",
+    "umap": "UMAP",
+    "tsne": "t-SNE",
+    "diffmap": "DC",
+    "phate": "PHATE",
+    "spring": "SPRING",
+    "draw_graph_fa": "FA",
+    "draw_graph_fr": "FR",
+    "draw_graph_drl": "DrL",
+    "draw_graph_kk": "KK",
+}
+#: A p-value (or q-value) of exactly 0 underflowed: it is smaller than this, not 0.
+SMALLEST_PVALUE = "1e-300"
+#: Fixed seed of the drawing order of cells coloured by a category (see :func:`scatter_cells`).
+DRAW_ORDER_SEED = 0
+#: Where the graph's edges go: under the cells (scanpy draws cells at zorder 1), so no cell hides.
+EDGE_ZORDER = 0.8
+#: Nodes as small dots, also under the cells.
+NODE_ZORDER = 0.9
+#: A thin, translucent trace of the edges over the cells, so the skeleton stays visible where cells are dense.
+TRACE_ZORDER = 1.5
+#: Width of that trace relative to the edges, and its opacity.
+TRACE_WIDTH, TRACE_ALPHA = 0.4, 0.5
 
 
 def new_axes(ax: Axes | None, figsize: tuple[float, float] | None = None) -> tuple[Figure, Axes, bool]:
@@ -71,6 +122,18 @@ def panel_grid(
     for extra in panels[n_panels:]:
         extra.set_axis_off()
     return fig, panels[:n_panels], True
+
+
+def tidy_panels(fig: Figure, panels: Sequence[Axes], *, created: bool) -> None:
+    """Space a grid of panels this call created so that no legend or colour bar runs into a neighbour.
+
+    A one-off ``tight_layout`` (no layout engine is left behind, so a later
+    ``plt.tight_layout()`` by the user neither warns nor fights it).
+    """
+    if created and len(panels) > 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "not compatible with tight_layout": best effort
+            fig.tight_layout()
 
 
 def finish(
@@ -194,12 +257,25 @@ def scatter_cells(
     color: str | None,
     ax: Axes,
     scatter_kwargs: Mapping,
+    title: str | None = None,
+    axis_name: str | None = None,
+    colorbar_label: str | None = None,
 ) -> Axes:
     """Scatter cells at ``coordinates[:, components]`` coloured by an obs key or gene.
 
     Delegates to ``scanpy.pl.embedding`` (legends, colorbars, palettes, NaN
     handling, every scanpy scatter option) on a stand-in AnnData that holds just
-    the coordinates, the one colour column and its stored palette.
+    the coordinates, the one colour column and its stored palette. Then writes
+    the readable words: the ``title`` (default :func:`obs_label` of ``color``;
+    a ``title`` in ``scatter_kwargs`` wins), the axis labels ``"<axis_name> 1"``
+    (default :func:`basis_label` of ``basis``) and the colour bar's label
+    (default the short :func:`obs_label` of ``color``). Segment and branch
+    categories are shown by their milestone names (:func:`category_names`).
+
+    Cells coloured by a category are drawn in a fixed random order (seed
+    :data:`DRAW_ORDER_SEED`), not in the order of ``adata.obs``: data sorted
+    by cell type would otherwise bury the first types under the last wherever
+    they overlap (krumsiek11's Ery under Mk).
     """
     kwargs = dict(scatter_kwargs)
     reserved = _RESERVED_SCATTER_KWARGS.intersection(kwargs)
@@ -208,14 +284,37 @@ def scatter_cells(
     lookup = {name: kwargs.pop(name) for name in ("use_raw", "layer", "gene_symbols") if name in kwargs}
     if color is not None and not isinstance(color, str):
         raise TypeError(f"color must be a single .obs key or gene name (str) or None; got {color!r}.")
+    if kwargs.get("title") is None:
+        kwargs["title"] = title if title is not None else (obs_label(adata, color) if color is not None else None)
+    if kwargs["title"] is None:
+        del kwargs["title"]
 
+    coordinates = np.asarray(coordinates, dtype=float)
+    order = None  # the order cells are drawn in, when not obs order
     stand_in = AnnData(obs=pd.DataFrame(index=adata.obs_names.copy()))
-    # Stored as X_<name> and passed as <name>, so scanpy labels the axes "UMAP1", "ddrtree1".
-    name = basis[2:] if basis.startswith("X_") else basis
-    stand_in.obsm[f"X_{name}"] = np.asarray(coordinates, dtype=float)
+    values = None
     if color is not None:
         values = obs_values(adata, color, **lookup)
-        stand_in.obs[color] = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.values
+        if isinstance(values.dtype, pd.CategoricalDtype) or not pd.api.types.is_numeric_dtype(values):
+            order = np.random.default_rng(DRAW_ORDER_SEED).permutation(adata.n_obs)
+            values = pd.Series(pd.Categorical(values), index=values.index)
+            names = category_names(adata, color, list(values.cat.categories))
+            if names != [str(c) for c in values.cat.categories]:
+                values = values.cat.rename_categories(names)
+    if order is not None:
+        stand_in = stand_in[order].copy()
+        for name in ("size", "mask_obs"):  # per-cell arrays follow the cells
+            per_cell = kwargs.get(name)
+            if per_cell is not None and not isinstance(per_cell, str | int | float) and np.ndim(per_cell) == 1 \
+                    and len(per_cell) == adata.n_obs:
+                kwargs[name] = np.asarray(per_cell)[order]
+    # Stored as X_<name> and passed as <name>; the axis labels are written below.
+    name = basis[2:] if basis.startswith("X_") else basis
+    order = slice(None) if order is None else order
+    stand_in.obsm[f"X_{name}"] = coordinates[order]
+    if color is not None:
+        shown = values.to_numpy() if not isinstance(values.dtype, pd.CategoricalDtype) else values.values
+        stand_in.obs[color] = shown[order]
         palette_key = f"{color}_colors"
         if palette_key in adata.uns:
             # A copy: scanpy may rewrite an invalid palette, and must not do so in the user's uns.
@@ -229,4 +328,263 @@ def scatter_cells(
         show=False,
         **kwargs,
     )
+    axis_name = basis_label(adata, basis) if axis_name is None else axis_name
+    ax.set_xlabel(f"{axis_name} {components[0] + 1}")
+    ax.set_ylabel(f"{axis_name} {components[1] + 1}")
+    if color is not None:
+        label_colorbar(ax, obs_label(adata, color, short=True) if colorbar_label is None else colorbar_label)
     return ax
+
+
+def label_colorbar(ax: Axes, label: str) -> None:
+    """Label the colour bar of every mappable drawn in ``ax`` (scanpy's colour bars come unlabelled)."""
+    for artist in [*ax.collections, *ax.images]:
+        colorbar = getattr(artist, "colorbar", None)
+        if colorbar is not None:
+            colorbar.set_label(label)
+
+
+# --- words: every title, label, legend entry and p-value a plot writes -------------------------------
+
+
+def _entry(adata: AnnData, key: str) -> Mapping | None:
+    entry = adata.uns.get(key)
+    return entry if isinstance(entry, Mapping) and "method" in entry else None
+
+
+def method_name(adata: AnnData, key: str, *, with_key: bool = True) -> str:
+    """How the learner (or gene-level result) under ``adata.uns[key]`` is named: ``"DDRTree"``.
+
+    The name comes from ``uns[key]["method"]`` (:data:`METHOD_NAMES`,
+    :data:`RESULT_NAMES`). When ``key`` is not the method's own name
+    (``key_added=``), it follows in parentheses, so that two fits of one
+    method tell apart: ``"DDRTree (fresh)"``, ``"principal tree (RPG, rpg_mpme)"``.
+    A key with no method is returned with spaces for underscores.
+    """
+    entry = _entry(adata, key)
+    method = str(entry["method"]) if entry is not None else ""
+    if not method:
+        return key.replace("_", " ")
+    name = METHOD_NAMES.get(method, RESULT_NAMES.get(method, method.replace("_", " ")))
+    if not with_key or key == method:
+        return name
+    return f"{name[:-1]}, {key})" if name.endswith(")") else f"{name} ({key})"
+
+
+def is_gene(adata: AnnData, name: str) -> bool:
+    """Whether ``name`` is a gene (in ``var_names`` or ``raw.var_names``) rather than an ``.obs`` column."""
+    if name in adata.obs.columns:
+        return False
+    return name in adata.var_names or (adata.raw is not None and name in adata.raw.var_names)
+
+
+def obs_label(adata: AnnData, name: str, *, short: bool = False) -> str:
+    """A readable name for an ``.obs`` column or a gene.
+
+    Genes keep their names (``"Gata1"``, ``"gene_0"``). A column written by a
+    learner or trajectory tool is named by its method and what it holds:
+    ``"ddrtree_pseudotime"`` → ``"DDRTree pseudotime"`` (``short=True``:
+    ``"pseudotime"``, for colour bars). Any other column has its underscores
+    turned into spaces: ``"cell_type"`` → ``"cell type"``.
+    """
+    if is_gene(adata, name):
+        return name
+    keys = sorted((k for k in adata.uns if isinstance(k, str) and _entry(adata, k) is not None), key=len,
+                  reverse=True)
+    for key in keys:
+        if name.startswith(f"{key}_") and len(name) > len(key) + 1:
+            what = name[len(key) + 1:].replace("_", " ")
+            if what == "milestone":
+                what = "nearest milestone"
+            return what if short else f"{method_name(adata, key)} {what}"
+    return name.replace("_", " ")
+
+
+def with_method(label: str, adata: AnnData, key: str) -> str:
+    """``label`` followed by the method of ``key`` unless it names it already: ``"cell type — DDRTree"``."""
+    method = method_name(adata, key)
+    return label if method in label else f"{label} — {method}"
+
+
+def basis_label(adata: AnnData, basis: str) -> str:
+    """The axis name of an ``obsm`` basis: ``"X_pca"`` → ``"PC"``, ``"X_ddrtree"`` → ``"DDRTree"``.
+
+    A basis learned by a scskeleton method (``X_<key>``) is named by the
+    method, without its key: ``"X_ce_neg_trace"`` → ``"convex embedding"``.
+    """
+    name = basis[2:] if basis.startswith("X_") else basis
+    if _entry(adata, name) is not None:
+        return method_name(adata, name, with_key=False)
+    if name.lower() in BASIS_NAMES:
+        return BASIS_NAMES[name.lower()]
+    return name.replace("_", " ")
+
+
+def format_pvalue(value: float, name: str = "q") -> str:
+    """``"q = 0.012"``, ``"q = 3.2e-5"`` (two significant digits); ``"q < 1e-300"`` for an underflowed 0.
+
+    Never ``"q = 0"``: a p-value of 0 only means it was too small for a float.
+    NaN (not tested, or a degenerate gene) is written ``"q = n/a"``.
+    """
+    value = float(value)
+    if not np.isfinite(value):
+        return f"{name} = n/a"
+    if value <= 0.0:
+        return f"{name} < {SMALLEST_PVALUE}"
+    if value >= 0.01:
+        return f"{name} = {value:.2g}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{name} = {mantissa}e{int(exponent)}"
+
+
+def milestone_names(entry: Mapping) -> dict[int, str]:
+    """Node → milestone name, from ``entry["milestones"]`` (empty when there is none)."""
+    stored = entry.get("milestones", {}) if isinstance(entry, Mapping) else {}
+    return dict(zip(np.asarray(stored.get("nodes", []), dtype=np.intp).tolist(),
+                    [str(name) for name in stored.get("names", [])]))
+
+
+def segment_names(entry: Mapping, ids: Sequence) -> list[str]:
+    """Each segment's label (``"root → fork 1"``, from ``uns[key]["milestones"]``), or ``"segment <id>"``."""
+    stored = entry.get("milestones", {}) if isinstance(entry, Mapping) else {}
+    labels = [str(label) for label in stored.get("segment_labels", [])]
+    segments = entry.get("segments", {}) if isinstance(entry, Mapping) else {}
+    order = sorted((str(s) for s in segments), key=lambda s: (len(s), s))
+    label_of = dict(zip(order, labels)) if len(order) == len(labels) else {}
+    return [label_of.get(str(i), f"segment {i}") for i in ids]
+
+
+def category_names(adata: AnnData, color: str, categories: Sequence) -> list[str]:
+    """Readable names of the categories of ``obs[color]``.
+
+    Segment ids (``obs[f"{key}_segment"]``) become their milestone labels
+    (``"fork 1 → tip 2"``) and branch ids of a branch or fork test
+    (``obs[f"{key}_branch"]``) their branch names (:func:`branch_names`);
+    every other category is kept.
+    """
+    plain = [str(c) for c in categories]
+    for key in adata.uns:
+        entry = _entry(adata, key) if isinstance(key, str) else None
+        if entry is None:
+            continue
+        if color == f"{key}_segment" and "segments" in entry:
+            return _unique(segment_names(entry, plain))
+        if color == f"{key}_branch" and entry.get("method") in ("branch_test", "fork_test"):
+            named = branch_names(adata, key)
+            return _unique([named.get(c, c) for c in plain])
+    return plain
+
+
+def _unique(names: list[str]) -> list[str]:
+    """``names`` with repeats numbered: ``["Ery", "Ery"]`` → ``["Ery", "Ery 2"]`` (legends need unique entries)."""
+    used: set[str] = set()
+    out = []
+    for name in names:
+        candidate, number = name, 1
+        while candidate in used:
+            number += 1
+            candidate = f"{name} {number}"
+        used.add(candidate)
+        out.append(candidate)
+    return out
+
+
+def majority_label(adata: AnnData, groupby: str, cells: np.ndarray) -> str | None:
+    """The most common ``obs[groupby]`` label among ``cells`` (boolean mask), or None when they have none."""
+    values = adata.obs[groupby][np.asarray(cells, dtype=bool)]
+    counts = values.value_counts(sort=True, dropna=True)
+    counts = counts[counts > 0]
+    return str(counts.index[0]) if len(counts) else None
+
+
+def check_groupby(adata: AnnData, groupby: str | None) -> None:
+    if groupby is not None and (not isinstance(groupby, str) or groupby not in adata.obs.columns):
+        raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; columns: {list(adata.obs.columns)}.")
+
+
+def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[str, str]:
+    """Readable names of the branches (or lineages) of the gene-level result ``uns[key]``.
+
+    A branch of ``tl.branch_test`` / ``tl.fork_test`` is named by the
+    milestones of its first segment (``"fork 1 → tip 2"``); a lineage of
+    ``tl.association_test`` by its first and last milestone (``"root → tip 2"``).
+    With ``groupby`` each is named instead by the most common label of its
+    cells (for a lineage: the cells of its last segment, where it ends);
+    a label shared by several branches is followed by the milestone name.
+    ``"trunk"`` stays ``"trunk"``. Without milestones, ``"branch <id>"`` /
+    ``"lineage to segment <id>"``.
+    """
+    check_groupby(adata, groupby)
+    result = adata.uns[key]
+    graph_key = str(result.get("graph", ""))
+    graph = adata.uns.get(graph_key, {})
+    segment_column = f"{graph_key}_segment"
+    segments = adata.obs[segment_column].astype(str).to_numpy() if segment_column in adata.obs else None
+    named: dict[str, str] = {}
+    cells: dict[str, np.ndarray] = {}
+    if result.get("method") == "association_test":
+        nodes = milestone_names(graph)
+        for leaf, chain in result["lineages"].items():
+            chain = [str(s) for s in np.asarray(chain).ravel()]
+            paths = graph.get("segments", {})
+            if nodes and chain[0] in paths and chain[-1] in paths:
+                first = nodes.get(int(np.asarray(paths[chain[0]])[0]))
+                last = nodes.get(int(np.asarray(paths[chain[-1]])[-1]))
+                named[str(leaf)] = f"{first} → {last}" if first and last else f"lineage to segment {leaf}"
+            else:
+                named[str(leaf)] = f"lineage to segment {leaf}"
+            if segments is not None:
+                cells[str(leaf)] = segments == chain[-1]
+    else:
+        for label in [str(b) for b in result.get("branches", [])]:
+            ids = [str(s) for s in np.asarray(result.get("segments", {}).get(label, [label])).ravel()]
+            first = segment_names(graph, ids[:1])[0] if ids else f"segment {label}"
+            named[label] = first if not first.startswith("segment ") else f"branch {label}"
+            if segments is not None:
+                cells[label] = np.isin(segments, ids)
+            elif f"{key}_branch" in adata.obs:
+                cells[label] = (adata.obs[f"{key}_branch"].astype(str) == label).to_numpy()
+        named["trunk"] = "trunk"
+    if groupby is not None:
+        majority = {label: majority_label(adata, groupby, mask) for label, mask in cells.items()}
+        shared = [m for m in majority.values() if m is not None]
+        for label, label_majority in majority.items():
+            if label_majority is None:
+                continue
+            named[label] = label_majority if shared.count(label_majority) == 1 \
+                else f"{label_majority} ({named[label]})"
+    return named
+
+
+def place_legend(ax: Axes, legend_loc: str | None, **kwargs):
+    """A matplotlib legend of ``ax``'s labelled artists (or ``handles=``) placed like scanpy's ``legend_loc``.
+
+    ``"right margin"`` puts it outside the axes on the right, ``None`` or
+    ``"none"`` draws none, any other value is a matplotlib ``loc``
+    (``"best"``, ``"upper left"``, …). Returns the legend or None.
+    """
+    if legend_loc is None or legend_loc == "none":
+        return None
+    if legend_loc == "right margin":
+        return ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, **kwargs)
+    return ax.legend(loc=legend_loc, **kwargs)
+
+
+def set_frame(ax: Axes, frameon: bool | None) -> None:
+    """Hide the box around a plot whose axes measure something (pseudotime, expression), keeping its ticks.
+
+    ``frameon=None`` follows scanpy's setting (``sc.set_figure_params(frameon=...)``).
+    """
+    if not (sc.settings._frameon if frameon is None else frameon):
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+
+
+def panel_titles(title: str | Sequence[str] | None, n_panels: int) -> list[str | None]:
+    """One title per panel from a ``title=`` argument: None (defaults), one string, or one per panel."""
+    if title is None or isinstance(title, str):
+        return [title] * n_panels
+    titles = list(title)
+    if len(titles) != n_panels:
+        raise ValueError(f"title has {len(titles)} entries for {n_panels} panels; pass one per panel or a string.")
+    return titles
