@@ -210,3 +210,21 @@ def test_bad_data_raise():
         ddrtree(np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]))
     with pytest.raises(ValueError, match="at least 3 cells"):
         ddrtree(np.ones((2, 4)))
+
+
+def test_latent_sums_follow_from_the_assignment_sums(small_problem):
+    """The chunked fit finishes an iteration from RᵀR, RᵀY and YᵀY alone: the closed forms must equal
+    the sums taken over the updated latent points."""
+    from scskeleton._core.trees.ddrtree import latent_sums_from_assignment, solve_projection
+
+    data, R, assignment, tree = small_problem
+    for gamma in (0.5, 10.0):
+        step = proposition5(
+            data, data.T @ data, assignment.matrix, assignment.neg_entropy, laplacian(tree), gamma=gamma, lam=20.0,
+            n_components=2,
+        )
+        solve = solve_projection(data.T @ data, step.sums, laplacian(tree), gamma=gamma, lam=20.0, n_components=2)
+        closed = latent_sums_from_assignment(step.sums, data.T @ data, solve, gamma=gamma)
+        np.testing.assert_allclose(closed.resp_latent, step.latent_part.resp_latent, rtol=1e-10, atol=1e-12)
+        assert closed.latent_norm2 == pytest.approx(step.latent_part.latent_norm2, rel=1e-10)
+        assert closed.residual_inside == pytest.approx(step.latent_part.residual_inside, rel=1e-8)

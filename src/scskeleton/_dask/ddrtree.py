@@ -3,14 +3,20 @@
 The in-memory solver (:func:`scskeleton._core.trees.ddrtree.ddrtree`) evaluates
 Proposition 5 as sums over cells followed by small solves. Here each sum is taken
 block by block over the row chunks of Y and added on the driver, so only K × K,
-K × D and D × D arrays live there. One iteration is two passes over the cells:
+K × D and D × D arrays live there. One iteration is one pass over the cells: per
+chunk,
 
-(a) per chunk, R_c (eq. 32) from Z_c and C, emitting R_cᵀR_c, R_cᵀY_c, 1ᵀR_c and
-    Σ r log r; on the driver the MST (eq. 28), M and its Cholesky factor, and W;
-(b) per chunk, R_c again (recomputed, never stored: N × K need not fit
-    anywhere), the new Z_c (eq. 33), kept in (worker) memory for the next
-    iteration, and its sums R_cᵀZ_c, ||Y_cW - Z_c||², ||Z_c||²; on the driver C and
-    the objective.
+1. the Z of the last iteration's eq. (33), Z_c = (Y_cW + R_cΨ)/(1 + gamma), from the
+   stored Z_c and C (R_c recomputed by eq. 32, never stored: N × K need not fit
+   anywhere), kept in (worker) memory;
+2. this iteration's R_c from that Z_c and the current C, emitting R_cᵀR_c, R_cᵀY_c,
+   1ᵀR_c and Σ r log r.
+
+On the driver: the MST (eq. 28), M and its Cholesky factor, W and Ψ = M⁻¹RᵀYW, and
+then C and the objective without a second pass: RᵀZ, ||Z||² and ||YW − Z||² of the
+updated Z follow from YᵀY, RᵀR and RᵀY
+(:func:`~scskeleton._core.trees.ddrtree.latent_sums_from_assignment`). A last pass
+stores the final Z.
 
 Before the loop, two passes give the mean and YᵀY, and k-means seeds C on the same
 deterministic subsample of Z as the in-memory solver, so both paths run the same
@@ -41,7 +47,7 @@ from .._core.trees.ddrtree import (
     check_settings,
     default_n_components,
     has_converged,
-    latent_sums,
+    latent_sums_from_assignment,
     objective_value,
     solve_centers,
     solve_projection,
@@ -113,19 +119,24 @@ def ddrtree_chunked(
     objective: list[float] = []
     converged = False
     data_blocks = list(data.to_delayed().ravel())
+    advance = None  # (W, Ψ, C) of the last iteration: what turns the stored Z into the updated one
     for iteration in range(1, settings.maxiter + 1):
         tree = minimum_spanning_tree(centers)  # eq. (28)
         graph_laplacian = laplacian(tree)
-        sums = tree_sum(
-            [delayed(_assignment_block)(y, z, mean, centers, sigma) for y, z in zip(data_blocks, latent_blocks)]
-        ).compute()
+        if advance is None:
+            sums = tree_sum(
+                [delayed(_assignment_block)(y, z, mean, centers, sigma) for y, z in zip(data_blocks, latent_blocks)]
+            ).compute()
+        else:  # Z of the last iteration's eq. (33), then this iteration's R: one pass over the cells
+            parts = [
+                delayed(_advance_and_assign, nout=2)(y, z, mean, *advance, gamma, centers)
+                for y, z in zip(data_blocks, latent_blocks)
+            ]
+            *latent_blocks, total = persist(*[part[0] for part in parts], tree_sum([part[1] for part in parts]))
+            sums = total.compute()
         step = solve_projection(gram, sums, graph_laplacian, gamma=gamma, lam=lam, n_components=n_components)
-        parts = [
-            delayed(_latent_block, nout=2)(y, z, mean, centers, sigma, step.projection, step.latent_rhs, gamma)
-            for y, z in zip(data_blocks, latent_blocks)
-        ]
-        *latent_blocks, latent_total = persist(*[part[0] for part in parts], tree_sum([part[1] for part in parts]))
-        latent_part = latent_total.compute()
+        latent_part = latent_sums_from_assignment(sums, gram, step, gamma=gamma)
+        advance = (centers, sigma, step.projection, step.latent_rhs)
         projection, centers = step.projection, solve_centers(step, latent_part)
         value = objective_value(
             projection, centers, sums, latent_part,
@@ -137,6 +148,9 @@ def ddrtree_chunked(
         if iteration > 1 and has_converged(objective, settings.tol):
             converged = True
             break
+    latent_blocks = persist(
+        *[delayed(_advance)(y, z, mean, *advance, gamma) for y, z in zip(data_blocks, latent_blocks)]
+    )
 
     tree = minimum_spanning_tree(centers)
     rows = None
@@ -195,11 +209,18 @@ def _assignment_block(block, latent: np.ndarray, mean: np.ndarray, centers: np.n
     return assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
 
 
-def _latent_block(block, latent, mean, centers, sigma, projection, latent_rhs, gamma):
+def _advance(block, latent, mean, centers, sigma, projection, latent_rhs, gamma) -> np.ndarray:
+    """Z = (YW + RΨ)/(1 + gamma) (eq. 33), with R (eq. 32) recomputed from the previous Z and C."""
     resp = soft_assignment(latent, centers, sigma).matrix
     step = ProjectionStep(projection=projection, latent_rhs=latent_rhs, smoothing_factor=())
-    data_proj, new_latent = update_latent(_as_float(block) - mean, resp, step, gamma=gamma)
-    return new_latent, latent_sums(resp, data_proj, new_latent)
+    return update_latent(_as_float(block) - mean, resp, step, gamma=gamma)[1]
+
+
+def _advance_and_assign(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma, centers):
+    """:func:`_advance`, then the new Z's assignment sums to the current centers."""
+    new_latent = _advance(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma)
+    assignment = soft_assignment(new_latent, centers, sigma)
+    return new_latent, assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
 
 
 def _assignment_matrix(latent: np.ndarray, centers: np.ndarray, sigma: float) -> np.ndarray:

@@ -441,6 +441,34 @@ def latent_sums(resp, data_proj: np.ndarray, latent: np.ndarray) -> LatentSums:
     )
 
 
+def latent_sums_from_assignment(
+    sums: AssignmentSums, gram: np.ndarray, step: ProjectionStep, *, gamma: float
+) -> LatentSums:
+    """:func:`latent_sums` of the updated Z without a pass over the cells.
+
+    Z = (YW + RΨ)/(1 + gamma) with Ψ = M⁻¹RᵀYW (eq. 33), so its sums follow from
+    YᵀY and the assignment sums alone:
+
+        RᵀZ         = (RᵀY W + RᵀR Ψ) / (1 + gamma)
+        ||Z||²      = (tr WᵀYᵀYW + 2 tr Ψᵀ(RᵀY W) + tr ΨᵀRᵀRΨ) / (1 + gamma)²
+        ||YW − Z||² = (gamma² tr WᵀYᵀYW − 2 gamma tr Ψᵀ(RᵀY W) + tr ΨᵀRᵀRΨ) / (1 + gamma)²
+
+    The chunked fit (:mod:`scskeleton._dask.ddrtree`) uses this to finish an
+    iteration after one pass over the cells instead of two.
+    """
+    projection, rhs = step.projection, step.latent_rhs
+    resp_proj = sums.resp_data @ projection  # RᵀYW, K × d
+    spread = float(np.sum(projection * (gram @ projection)))
+    cross = float(np.sum(resp_proj * rhs))
+    fitted = float(np.sum(rhs * (sums.resp_gram @ rhs)))
+    scale = 1.0 + gamma
+    return LatentSums(
+        (resp_proj + sums.resp_gram @ rhs) / scale,
+        max(gamma**2 * spread - 2.0 * gamma * cross + fitted, 0.0) / scale**2,
+        (spread + 2.0 * cross + fitted) / scale**2,
+    )
+
+
 def solve_centers(step: ProjectionStep, sums: LatentSums) -> np.ndarray:
     """C = B⁻¹ RᵀZ (eq. 33)."""
     return linalg.cho_solve(step.smoothing_factor, sums.resp_latent)
