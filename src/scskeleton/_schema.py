@@ -83,6 +83,21 @@ def result_fields(key: str) -> dict[str, tuple[str, ...]]:
     }
 
 
+def unique_names(names: list[str]) -> list[str]:
+    """``names`` with repeats numbered in order: ``["Ery", "Ery", "Mk"]`` → ``["Ery", "Ery 2", "Mk"]``
+    (milestone names, and the legends that show them, must be unique)."""
+    used: set[str] = set()
+    out = []
+    for name in names:
+        candidate, number = name, 1
+        while candidate in used:
+            number += 1
+            candidate = f"{name} {number}"
+        used.add(candidate)
+        out.append(candidate)
+    return out
+
+
 @dataclass(frozen=True)
 class StoredGraph:
     """A node graph read back from ``adata.uns[key]``."""

@@ -72,6 +72,15 @@ def gather_rows(array: da.Array, rows: np.ndarray | None) -> np.ndarray:
     return np.asarray(part.compute(), dtype=float)
 
 
+def judged_rows(array: da.Array, limit: int, random_state: int) -> np.ndarray:
+    """All rows of ``array`` up to ``limit``, beyond that a uniform sample of ``limit`` drawn from
+    ``random_state`` (in order), as float64: the cells that pruning and the gap test judge."""
+    rows = None
+    if array.shape[0] > limit:
+        rows = np.sort(np.random.default_rng(random_state).choice(array.shape[0], size=limit, replace=False))
+    return gather_rows(array, rows)
+
+
 def persist(*collections):
     """``dask.persist``: keep results in (worker) memory for the next pass."""
     return dask.persist(*collections)

@@ -55,7 +55,7 @@ from .._core.trees.ddrtree import (
 )
 from .._core.trees.gaps import bridging_edges
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
-from .blocks import block_sum, from_blocks, gather_rows, persist, rechunk_rows, tree_sum
+from .blocks import block_sum, from_blocks, judged_rows, persist, rechunk_rows, tree_sum
 
 #: Pruning and the gap test see at most this many cells (a uniform sample beyond).
 JUDGED_CELLS = 200_000
@@ -153,11 +153,7 @@ def ddrtree_chunked(
     )
 
     tree = minimum_spanning_tree(centers)
-    rows = None
-    if n_cells > JUDGED_CELLS:
-        rng = np.random.default_rng(settings.random_state)
-        rows = np.sort(rng.choice(n_cells, size=JUDGED_CELLS, replace=False))
-    judged = (gather_rows(data, rows) - mean) @ projection  # YW of the judged cells
+    judged = (judged_rows(data, JUDGED_CELLS, settings.random_state) - mean) @ projection  # YW of the judged cells
     n_pruned = 0
     if prune:
         pruned = prune_tree(

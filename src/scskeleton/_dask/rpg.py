@@ -22,7 +22,7 @@ from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .._core.trees.rpg import RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, iterate
 from .._core.trees.skeleton import l1_skeleton, shared_mass
 from .._core.validation import check_positive
-from .blocks import block_sum, gather_rows, rechunk_rows
+from .blocks import block_sum, gather_rows, judged_rows, rechunk_rows
 from .ddrtree import JUDGED_CELLS, _as_float, _assignment_matrix, _column_sums
 
 
@@ -95,10 +95,7 @@ def rpg_chunked(
             centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction
         )
     else:
-        rows = None
-        if n_points > JUDGED_CELLS:
-            rows = np.sort(np.random.default_rng(settings.random_state).choice(n_points, JUDGED_CELLS, replace=False))
-        judged = gather_rows(data, rows)
+        judged = judged_rows(data, JUDGED_CELLS, settings.random_state)
         if prune:
             adjacency = minimum_spanning_tree(centers)
             pruned = prune_tree(

@@ -26,6 +26,8 @@ from matplotlib import rcParams
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .._schema import unique_names
+
 #: Keyword arguments the plots set themselves; passing them through
 #: ``**scatter_kwargs`` would silently fight with the explicit parameters.
 _RESERVED_SCATTER_KWARGS = frozenset(
@@ -468,25 +470,11 @@ def category_names(adata: AnnData, color: str, categories: Sequence) -> list[str
         if entry is None:
             continue
         if color == f"{key}_segment" and "segments" in entry:
-            return _unique(segment_names(entry, plain))
+            return unique_names(segment_names(entry, plain))
         if color == f"{key}_branch" and entry.get("method") in ("branch_test", "fork_test"):
             named = branch_names(adata, key)
-            return _unique([named.get(c, c) for c in plain])
+            return unique_names([named.get(c, c) for c in plain])
     return plain
-
-
-def _unique(names: list[str]) -> list[str]:
-    """``names`` with repeats numbered: ``["Ery", "Ery"]`` → ``["Ery", "Ery 2"]`` (legends need unique entries)."""
-    used: set[str] = set()
-    out = []
-    for name in names:
-        candidate, number = name, 1
-        while candidate in used:
-            number += 1
-            candidate = f"{name} {number}"
-        used.add(candidate)
-        out.append(candidate)
-    return out
 
 
 def majority_label(adata: AnnData, groupby: str, cells: np.ndarray) -> str | None:

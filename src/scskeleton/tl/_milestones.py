@@ -16,7 +16,7 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._schema import fate_probabilities_key, milestone_key, read_graph
+from .._schema import fate_probabilities_key, milestone_key, read_graph, unique_names
 from ._results import update_entry
 
 
@@ -192,7 +192,7 @@ def milestone_entry(nodes: np.ndarray, names: list[str], segments: Mapping) -> d
     return {
         "nodes": np.asarray(nodes, dtype=np.int64),
         "names": np.asarray(names, dtype=object),
-        "segment_labels": np.asarray(_unique(labels), dtype=object),
+        "segment_labels": np.asarray(unique_names(labels), dtype=object),
     }
 
 
@@ -228,7 +228,7 @@ def _majority_names(adata: AnnData, key: str, groupby, stored: dict) -> list[str
     is_fork = np.isin(stored["nodes"], np.asarray(adata.uns[key]["branch_points"])) & ~np.isin(
         stored["nodes"], np.atleast_1d(adata.uns[key]["root"]))
     priority = np.argsort(is_fork, kind="stable")
-    unique = _unique([names[i] for i in priority])
+    unique = unique_names([names[i] for i in priority])
     return [unique[i] for i in np.argsort(priority)]
 
 
@@ -248,16 +248,3 @@ def _check_name(name) -> None:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"Milestone names must be non-empty strings; got {name!r}.")
 
-
-def _unique(names: list[str]) -> list[str]:
-    """``names`` with repeats numbered in order: ``["Ery", "Ery", "Mk"]`` → ``["Ery", "Ery 2", "Mk"]``."""
-    used: set[str] = set()
-    out = []
-    for name in names:
-        candidate, number = name, 1
-        while candidate in used:
-            number += 1
-            candidate = f"{name} {number}"
-        used.add(candidate)
-        out.append(candidate)
-    return out
