@@ -3,18 +3,10 @@
 import anndata
 import numpy as np
 import pytest
-from scipy.linalg import orthogonal_procrustes
 
 import scskeleton as sks
 from scskeleton._core.convex import regularized as core
-
-def _procrustes_r2(embedding, truth):
-    """Share of the variance of the true flat coordinates explained by the embedding
-    after the best rotation and scaling."""
-    a, b = embedding - embedding.mean(axis=0), truth - truth.mean(axis=0)
-    rotated = a @ orthogonal_procrustes(a, b)[0]
-    scale = np.vdot(rotated, b) / np.vdot(rotated, rotated)
-    return 1.0 - np.sum((scale * rotated - b) ** 2) / np.sum(b**2)
+from scskeleton._testing import procrustes_r2
 
 
 #: Table 1 protocol: 200 points, d = 2, α = 1, β = 0.1, γ = 10⁻³, losses scaled by 10 (all defaults);
@@ -108,7 +100,7 @@ def test_exponential_reference_exists_where_the_stretch_weight_is_at_the_edge():
 def test_sine_surface_is_unfolded(table1):
     adata = table1["sine_surface", "mvu"]
     for key in ("neg_trace", "biconjugate"):
-        assert _procrustes_r2(adata.obsm[f"X_{key}"], adata.obsm["X_true"]) >= 0.95
+        assert procrustes_r2(adata.obsm[f"X_{key}"], adata.obsm["X_true"]) >= 0.95
     # the biconjugate regularizer concentrates K̃ on the top d = 2 eigenvalues
     spectrum = adata.uns["biconjugate"]["eigenvalues"]
     assert spectrum[:2].sum() >= 0.99 * spectrum.sum()
@@ -224,9 +216,12 @@ def test_disconnected_neighbourhood_rejected():
 def test_size_limit_suggests_subsampling_or_landmarks(monkeypatch):
     monkeypatch.setattr(core, "MAX_POINTS", 20)
     adata = _fresh()
-    with pytest.raises(ValueError, match=r"at most 20 cells.*sc\.pp\.subsample.*sks\.tl\.rpg"):
-        sks.tl.convex_embedding(adata)
-    assert "convex_embedding" not in adata.uns
+    with pytest.raises(ValueError, match=r"at most 20 cells.*sc\.pp\.subsample.*n_landmarks.*sks\.tl\.rpg"):
+        core.convex_embedding(adata.obsm["X_pca"])
+    # the adapter fits more cells than the limit on that many k-means landmarks instead
+    sks.tl.convex_embedding(adata)
+    assert adata.uns["convex_embedding"]["params"]["n_landmarks"] == 20
+    assert "nodes" in adata.uns["convex_embedding"]
 
 
 @pytest.mark.parametrize(

@@ -20,14 +20,14 @@ from pathlib import Path
 from . import __version__
 
 #: Graph learners the ``fit`` command can run, by ``--method`` name: node graphs, then cell graphs
-#: (MPME, SPL, ESL; dense, up to a few thousand cells).
+#: (MPME, SPL, ESL; dense, every cell up to 5,000 cells, k-means landmarks above).
 METHODS = {
     "ddrtree": "principal tree with a learned low-dimensional embedding (DDRTree; the default)",
     "rpg": "principal tree in the space of --use-rep (regularized principal graph)",
     "rpg_l1": "principal graph that may hold loops and several components (weighted l1 graph)",
-    "mpme": "cell graph and embedding by a log-det program (MPME; dense, up to 5,000 cells)",
-    "spl": "cell graph, projection and embedding (SPL; dense, up to 5,000 cells)",
-    "esl": "cell graph and embedding of each component (ESL; dense, up to 5,000 cells)",
+    "mpme": "cell graph and embedding by a log-det program (MPME; dense: landmarks above 5,000 cells)",
+    "spl": "cell graph, projection and embedding (SPL; dense: landmarks above 5,000 cells)",
+    "esl": "cell graph and embedding of each component (ESL; dense: landmarks above 5,000 cells)",
 }
 
 #: Learner parameters set by options of their own (None: fixed by the command), not by --param.

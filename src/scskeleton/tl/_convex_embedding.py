@@ -6,8 +6,11 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
+from .._core.cellgraphs.landmarks import DEFAULT_CONVEX_LANDMARKS, landmark_graph
 from .._core.convex import regularized as core
+from .._core.graphs import from_edges, knn_edges
 from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
 
@@ -29,6 +32,7 @@ def convex_embedding(
     standardize: bool = True,
     maxiter: int = 1000,
     tol: float = 1e-6,
+    n_landmarks: int | None = None,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -53,9 +57,13 @@ def convex_embedding(
     rest" (41).
 
     Size: the work is dense N × N, O(N²r) per iteration for a rank-r factor
-    plus a partial eigendecomposition when the rank is checked, O(N²) memory;
-    at most 2,000 cells (a ValueError above that suggests subsampling or
-    landmarks). A run takes 50–700 iterations; see the method note for timings.
+    plus a partial eigendecomposition when the rank is checked, O(N²) memory:
+    exact up to 2,000 cells, on landmarks above. A run takes 50–700
+    iterations; see the method note for timings.
+    {landmarks}
+    The convex embedding learns a kernel, not a graph: the graph over the
+    landmarks whose skeleton is written is their symmetrised ``n_neighbors``
+    nearest-neighbour graph, the neighbourhood N(D) of the MVU loss (29).
 
     Scale: the loss is weighed in units of its own curvature under a uniform
     stretch of the data (``loss_weight``), so that the distance-spreading
@@ -123,11 +131,13 @@ def convex_embedding(
         At most ``maxiter`` L-BFGS iterations; stop when the last 10 lowered
         the objective by at most ``tol`` per iteration (relative) and the
         certificate of a global minimum holds.
+    {n_landmarks}
     key_added
         Key of the results; default ``"convex_embedding"``.
     random_state
-        Recorded only: the solver is deterministic (it starts from the
-        data's own centred kernel).
+        Seed of the k-means landmarks; the exact fit (every cell) is
+        deterministic (it starts from the data's own centred kernel) and
+        only records it.
         ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it); the seed used is stored in ``params``.
     copy
@@ -150,6 +160,9 @@ def convex_embedding(
         ``eigenvalues`` (all N eigenvalues of K̃, descending: how much of it
         the top d hold).
 
+    The exact fit learns no graph, so ``tl.root``/``tl.pseudotime`` need the
+    landmark fit (or a tree fitted on ``X_{key}``).
+    {landmark_fields}
     Examples
     --------
     >>> import scanpy as sc
@@ -163,21 +176,27 @@ def convex_embedding(
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_cells = data.shape[0]
+    n_landmarks = landmark_count(n_landmarks, n_cells, limit=core.MAX_POINTS, default=DEFAULT_CONVEX_LANDMARKS,
+                                 name="convex_embedding")
     if not isinstance(standardize, bool):
         raise ValueError(f"standardize must be True or False; got {standardize!r}.")
+    raw = data
     centred = data - data.mean(axis=0)
     scale = float(np.sqrt(np.mean(np.sum(centred**2, axis=1)))) if standardize else 1.0
     if scale <= 0:
         raise ValueError(f"All cells coincide in {use_rep!r} (zero spread); there is nothing to embed.")
     data = data / scale
+    points = fit_points(data, n_landmarks, random_state)
+    n_points = points.shape[0]
 
     # an iteration costs O(N³): show the bar from about 800 cells (runs of tens of seconds)
     with solver_run(
-        "convex embedding", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells**3 // 100,
-        dense=True, detail=f" ({loss} loss, {regularizer} regularizer)",
+        "convex embedding", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points**3 // 100,
+        dense=True, detail=f" ({loss} loss, {regularizer} regularizer"
+        + ("" if n_landmarks is None else f", over {n_landmarks} k-means landmarks") + ")",
     ) as run:
         result = core.convex_embedding(
-            data,
+            points,
             n_components=n_components,
             loss=loss,
             regularizer=regularizer,
@@ -191,6 +210,11 @@ def convex_embedding(
             tol=tol,
             callback=run.callback,
         )
+        graph = None
+        if n_landmarks is not None:
+            edges = knn_edges(points, n_neighbors)
+            neighbourhood = from_edges(edges, np.ones(edges.shape[0]), n_points)
+            graph = landmark_graph(raw, points * scale, result.embedding, neighbourhood)
     if not result.converged:
         logg.warning(
             f"convex embedding did not converge in {maxiter} iterations (tol={tol}); consider a larger maxiter."
@@ -216,27 +240,26 @@ def convex_embedding(
     if np.isfinite(result.sigma):  # only the exponential and SNE losses have a σ
         params["sigma"] = result.sigma
     adata = adata.copy() if copy else adata
-    written = write_result(
-        adata,
-        key,
-        method="convex_embedding",
-        params=params,
-        objective=result.objective,
-        n_iter=result.n_iter,
-        converged=result.converged,
-        latent=result.embedding,
-        uns={
-            "reconstruction_loss": float(result.reconstruction_loss),
-            "loss_value": float(result.loss_value),
-            "regularizer_value": float(result.regularizer_value),
-            "loss_scale": float(result.loss_scale),
-            "eigenvalues": result.eigenvalues,
-        },
-    )
+    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    uns = {
+        "reconstruction_loss": float(result.reconstruction_loss),
+        "loss_value": float(result.loss_value),
+        "regularizer_value": float(result.regularizer_value),
+        "loss_scale": float(result.loss_scale),
+        "eigenvalues": result.eigenvalues,
+    }
     top = result.eigenvalues[:n_components].sum() / max(result.eigenvalues.sum(), 1e-300)
-    run.finished(
-        f"{result.n_iter} iterations, reconstruction loss {result.reconstruction_loss:.4g}, "
-        f"top {n_components} eigenvalues hold {100 * top:.1f} % of tr K̃",
-        written,
-    )
+    summary = (f"{result.n_iter} iterations, reconstruction loss {result.reconstruction_loss:.4g}, "
+               f"top {n_components} eigenvalues hold {100 * top:.1f} % of tr K̃")
+    if graph is None:
+        written = write_result(adata, key, method="convex_embedding", params=params, latent=result.embedding,
+                               uns=uns, **fit)
+    else:
+        written = write_landmark_graph(adata, key, method="convex_embedding", graph=graph, space=use_rep,
+                                       params=params, uns=uns, **fit)
+        summary += f"; {landmark_summary(graph)}"
+    run.finished(summary, written)
     return adata if copy else None
+
+
+landmark_docs(convex_embedding, limit=core.MAX_POINTS, default=DEFAULT_CONVEX_LANDMARKS)

@@ -8,8 +8,11 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.cellgraphs import esl as core
+from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
+from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from .._schema import component_key
 from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
 
@@ -26,6 +29,7 @@ def esl(
     n_neighbors: int | None = None,
     maxiter: int = 1000,
     tol: float = 1e-9,
+    n_landmarks: int | None = None,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -50,7 +54,14 @@ def esl(
     coordinates (draw them with ``sks.pl.cell_graph(adata, key,
     side_by_side=True)``).
 
-    Work and memory are O(N³) and O(N²) (dense Q): at most 5,000 cells.
+    Work and memory are O(N³) and O(N²) (dense Q): exact up to 5,000 cells,
+    on landmarks above.
+    {landmarks}
+    With landmarks, ESL's components (each embedded on its own, centred at
+    the origin) are laid side by side along the first axis of ``X_{key}`` and
+    of ``uns[key]["embedding"]``, so that they never overlap (``pl.tree(adata,
+    key, basis=f"X_{key}")`` draws them apart); each cell belongs to the
+    component of its nearest landmark.
 
     Tuning (§V-A of the paper). ``lam`` ∈ (0, 1) is the main knob: larger
     values give a sparser, smoother graph and split it into more components;
@@ -100,10 +111,12 @@ def esl(
     maxiter, tol
         L-BFGS-B stops after ``maxiter`` iterations or when the relative
         decrease of the objective falls below ``tol``.
+    {n_landmarks}
     key_added
         Key of the results; default ``"esl"``.
     random_state
-        Recorded only: ESL is deterministic (convex problem (20) solved from W = 0).
+        Seed of the k-means landmarks; the exact fit (every cell) is
+        deterministic (convex problem (20) solved from W = 0) and only records it.
         ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it); the seed used is stored in ``params``.
     copy
@@ -126,6 +139,10 @@ def esl(
         ``objective`` (f of eq. 22 per L-BFGS-B iteration, non-increasing),
         ``n_iter``, ``converged``, ``n_structures`` (number of components),
         ``eigenvalues`` (n_structures × m kernel eigenvalues kept per component).
+    {landmark_fields}
+    ``adata.obs[f"{key}_component"]`` is then the component of each cell's
+    nearest landmark, ``n_structures`` counts the components of the learned
+    landmark graph.
 
     Raises ValueError, before anything is written, when the solution is the
     trivial W = 0 (the message says which parameter to change).
@@ -141,15 +158,19 @@ def esl(
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
-    n_cells = data.shape[0]
-    core.check_esl_parameters(n_cells, n_components=n_components, perplexity=perplexity, lam=lam, C=C,
+    n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
+                                 name="ESL")
+    n_points = data.shape[0] if n_landmarks is None else n_landmarks
+    core.check_esl_parameters(n_points, n_components=n_components, perplexity=perplexity, lam=lam, C=C,
                               n_neighbors=n_neighbors)
+    points = fit_points(data, n_landmarks, random_state)
 
     with solver_run(
-        "ESL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * n_cells, dense=True
+        "ESL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points * n_points, dense=True,
+        detail="" if n_landmarks is None else f" over {n_landmarks} k-means landmarks",
     ) as run:
         result = core.esl(
-            data,
+            points,
             n_components=n_components,
             perplexity=perplexity,
             lam=lam,
@@ -159,41 +180,53 @@ def esl(
             tol=tol,
             callback=run.callback,
         )
+        graph = None if n_landmarks is None else landmark_graph(
+            data, points, result.coordinates, result.adjacency, groups=result.labels
+        )
     if not result.converged:
         logg.warning(f"ESL stopped after {result.n_iter} L-BFGS-B iterations; consider a larger maxiter.")
 
-    labels = pd.Categorical(result.labels.astype(str), categories=[str(c) for c in range(result.n_structures)])
     adata = adata.copy() if copy else adata
-    written = write_result(
-        adata,
-        key,
-        method="esl",
-        params={
-            "use_rep": use_rep,
-            "n_pcs": data.shape[1],
-            "n_components": n_components,
-            "perplexity": perplexity,
-            "lam": lam,
-            "lam_u": result.lam_u,
-            "lam_total": result.lam,
-            "C": C,
-            "n_neighbors": result.n_neighbors,
-            "zero_weight": core.ZERO_WEIGHT * C,
-            "maxiter": maxiter,
-            "tol": tol,
-            "random_state": random_state,
-        },
-        objective=result.objective,
-        n_iter=result.n_iter,
-        converged=result.converged,
-        uns={"n_structures": result.n_structures, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)},
-        latent=result.coordinates,
-        connectivities=result.adjacency,
-        obs={component_key(key): labels},
-    )
-    run.finished(
-        f"{result.n_iter} iterations, {result.adjacency.nnz // 2} edges, "
-        f"{result.n_structures} component(s)",
-        written,
-    )
+    params = {
+        "use_rep": use_rep,
+        "n_pcs": data.shape[1],
+        "n_components": n_components,
+        "perplexity": perplexity,
+        "lam": lam,
+        "lam_u": result.lam_u,
+        "lam_total": result.lam,
+        "C": C,
+        "n_neighbors": result.n_neighbors,
+        "zero_weight": core.ZERO_WEIGHT * C,
+        "maxiter": maxiter,
+        "tol": tol,
+        "random_state": random_state,
+    }
+    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    uns = {"n_structures": result.n_structures, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)}
+    if graph is None:
+        labels = result.labels
+        written = write_result(
+            adata, key, method="esl", params=params, uns=uns, latent=result.coordinates,
+            connectivities=result.adjacency, obs={component_key(key): _categories(labels, result.n_structures)},
+            **fit,
+        )
+        summary = f"{result.n_iter} iterations, {result.adjacency.nnz // 2} edges, {result.n_structures} component(s)"
+    else:
+        n_groups = int(graph.node_groups.max()) + 1
+        written = write_landmark_graph(
+            adata, key, method="esl", graph=graph, space=use_rep, params=params, uns=uns,
+            obs={component_key(key): _categories(graph.cell_groups, n_groups)}, **fit,
+        )
+        summary = (f"{result.n_iter} iterations, {result.adjacency.nnz // 2} learned edges, "
+                   f"{result.n_structures} component(s); {landmark_summary(graph)}")
+    run.finished(summary, written)
     return adata if copy else None
+
+
+def _categories(labels: np.ndarray, n_labels: int) -> pd.Categorical:
+    """Component labels as the categorical ``obs`` column ("0" = largest)."""
+    return pd.Categorical(labels.astype(str), categories=[str(c) for c in range(n_labels)])
+
+
+landmark_docs(esl, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

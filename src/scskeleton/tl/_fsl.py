@@ -7,8 +7,12 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.cellgraphs import fsl as core
+from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph, medoid_landmarks
+from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from .._core.validation import check_integer
+from .._schema import latent_key
 from ._inputs import check_key, check_random_state, get_features
+from ._landmarks import landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
 
@@ -24,6 +28,7 @@ def fsl(
     n_components: int = 2,
     maxiter: int = 300,
     tol: float = 1e-6,
+    n_landmarks: int | None = None,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -55,7 +60,15 @@ def fsl(
     refused. The problem is not convex: on the paper's two-moon data the two
     moon features are found when their spread is below that of the uniform
     noise features (see ``docs/methods/esl_fsl.md``). Work and memory are
-    O(N³) and O(N² + N·M): at most 5,000 cells.
+    O(N³) and O(N² + N·M): exact up to 5,000 cells, on landmarks above.
+    {landmarks}
+    For FSL the landmarks are cells: the cell nearest each k-means centroid.
+    FSL weighs genes by how little they vary between neighbours, and a
+    centroid, the mean of its cells, shrinks every gene's noise by the square
+    root of their number, which would put the noisiest genes first. The cells
+    are assigned to the landmarks, and the skeleton is built, in the genes
+    weighted by the learned θ (the distance ψ of eq. 29); the nodes live in
+    the embedding ``X_{key}``.
 
     Parameters
     ----------
@@ -83,10 +96,12 @@ def fsl(
     maxiter, tol
         Stop after ``maxiter`` iterations, or when an iteration lowers the
         objective by less than ``tol`` times the decrease since the start.
+    {n_landmarks}
     key_added
         Key of the results; default ``"fsl"``.
     random_state
-        Recorded only: FSL is deterministic (fixed start θ = b1/M, W = λ11ᵀ/N).
+        Seed of the k-means landmarks; the exact fit (every cell) is
+        deterministic (fixed start θ = b1/M, W = λ11ᵀ/N) and only records it.
         ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it); the seed used is stored in ``params``.
     copy
@@ -110,6 +125,9 @@ def fsl(
         resolved ``b``), ``objective`` (g of eq. 34 at the start and after
         every iteration, non-increasing), ``n_iter``, ``converged``,
         ``n_weighted`` (genes with θ > 0), ``eigenvalues`` (of the embedding).
+    {landmark_fields}
+    For FSL the nodes are the landmarks' embedding (``space`` = ``f"X_{key}"``),
+    and ``uns[key]`` holds no ``embedding``.
 
     Examples
     --------
@@ -126,7 +144,6 @@ def fsl(
     n_features = min(50, n_genes) if n_features is None else n_features
     n_features = check_integer("n_features", n_features, low=1, high=n_genes, role="genes to flag as selected")
     b = n_features / 2.0 if b is None else b
-    core.check_fsl_parameters(n_cells, n_genes, b=b, lam=lam, gamma=gamma, n_components=n_components)
     constant = np.ptp(data, axis=0) == 0
     if constant.any():
         names = adata.var_names[constant][:5].tolist()
@@ -136,13 +153,25 @@ def fsl(
             "adata[:, adata.X.max(0) > adata.X.min(0)]."
         )
 
+    n_landmarks = landmark_count(n_landmarks, n_cells, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS, name="FSL")
+    n_points = n_cells if n_landmarks is None else n_landmarks
+    core.check_fsl_parameters(n_points, n_genes, b=b, lam=lam, gamma=gamma, n_components=n_components)
+    points = data if n_landmarks is None else data[medoid_landmarks(data, n_landmarks, random_state=random_state)]
+    n_points = points.shape[0]
+
     where = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
     with solver_run(
-        "FSL", use_rep=where, shape=(n_cells, n_genes), maxiter=maxiter, size=n_cells * n_genes, dense=True,
-        features="genes",
+        "FSL", use_rep=where, shape=(n_cells, n_genes), maxiter=maxiter, size=n_points * n_genes, dense=True,
+        features="genes", detail="" if n_landmarks is None else f" over {n_points} landmark cells",
     ) as run:
-        result = core.fsl(data, b=b, lam=lam, gamma=gamma, n_components=n_components, maxiter=maxiter, tol=tol,
+        result = core.fsl(points, b=b, lam=lam, gamma=gamma, n_components=n_components, maxiter=maxiter, tol=tol,
                           callback=run.callback)
+        graph = None
+        if n_landmarks is not None:
+            weighted = result.theta > 0
+            scale = np.sqrt(result.theta[weighted])
+            graph = landmark_graph(data[:, weighted] * scale, points[:, weighted] * scale, result.coordinates,
+                                   result.adjacency)
     if not result.converged:
         logg.warning(f"FSL stopped after {maxiter} iterations (tol={tol}); consider a larger maxiter.")
 
@@ -150,32 +179,31 @@ def fsl(
     selected = np.zeros(n_genes, dtype=bool)
     selected[order[result.theta[order] > 0]] = True
     adata = adata.copy() if copy else adata
-    written = write_result(
-        adata,
-        key,
-        method="fsl",
-        params={
-            "layer": "X" if layer is None else layer,
-            "n_features": n_features,
-            "b": b,
-            "lam": lam,
-            "gamma": gamma,
-            "n_components": n_components,
-            "maxiter": maxiter,
-            "tol": tol,
-            "random_state": random_state,
-        },
-        objective=result.objective,
-        n_iter=result.n_iter,
-        converged=result.converged,
-        uns={"n_weighted": int(np.count_nonzero(result.theta)), "eigenvalues": result.eigenvalues},
-        latent=result.coordinates,
-        connectivities=result.adjacency,
-        var={f"{key}_weight": result.theta, f"{key}_selected": selected},
-    )
-    run.finished(
-        f"{result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
-        f"{result.adjacency.nnz // 2} edges",
-        written,
-    )
+    params = {
+        "layer": "X" if layer is None else layer,
+        "n_features": n_features,
+        "b": b,
+        "lam": lam,
+        "gamma": gamma,
+        "n_components": n_components,
+        "maxiter": maxiter,
+        "tol": tol,
+        "random_state": random_state,
+    }
+    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged,
+               var={f"{key}_weight": result.theta, f"{key}_selected": selected})
+    uns = {"n_weighted": int(np.count_nonzero(result.theta)), "eigenvalues": result.eigenvalues}
+    summary = (f"{result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
+               f"{result.adjacency.nnz // 2} edges")
+    if graph is None:
+        written = write_result(adata, key, method="fsl", params=params, uns=uns, latent=result.coordinates,
+                               connectivities=result.adjacency, **fit)
+    else:
+        written = write_landmark_graph(adata, key, method="fsl", graph=graph, space=latent_key(key), params=params,
+                                       uns=uns, **fit)
+        summary += f"; {landmark_summary(graph)}"
+    run.finished(summary, written)
     return adata if copy else None
+
+
+landmark_docs(fsl, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

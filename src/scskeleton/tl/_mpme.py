@@ -7,7 +7,10 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.cellgraphs import mpme as core
+from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
+from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
 
@@ -26,6 +29,7 @@ def mpme(
     decoder: str = "kpca",
     maxiter: int = 1000,
     tol: float = 1e-12,
+    n_landmarks: int | None = None,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -48,8 +52,9 @@ def mpme(
     skeleton-like graph. The embedding is kernel PCA of (L + λI)⁻¹ (eq. 17),
     or the generalised eigenproblem (16).
 
-    Work and memory are O(N³) and O(N²) (dense Q): at most 5,000 cells.
-
+    Work and memory are O(N³) and O(N²) (dense Q): exact up to 5,000 cells,
+    on landmarks above.
+    {landmarks}
     Distances and units. φ_ij = ‖y_i - y_j‖² / ``phi_scale``, so the model is
     fitted to the data divided by √phi_scale. By default ``phi_scale`` is
     the mean squared distance between cells (twice the total variance), which
@@ -120,11 +125,12 @@ def mpme(
     maxiter, tol
         L-BFGS-B stops after ``maxiter`` iterations or when the relative
         decrease of the objective falls below ``tol``.
+    {n_landmarks}
     key_added
         Key of the results; default ``"mpme"``.
     random_state
-        Recorded only: MPME is deterministic (convex problem (13) solved from
-        W = 0).
+        Seed of the k-means landmarks; the exact fit (every cell) is
+        deterministic (convex problem (13) solved from W = 0) and only records it.
         ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it); the seed used is stored in ``params``.
     copy
@@ -145,7 +151,7 @@ def mpme(
         (13) per L-BFGS-B iteration, non-decreasing), ``n_iter``,
         ``converged``, ``n_nonzero`` (non-zeros of W, both triangles, as
         'nz' in Fig. 2 of the paper), ``eigenvalues`` (of the decoder).
-
+    {landmark_fields}
     Examples
     --------
     >>> import scskeleton as sks
@@ -157,13 +163,17 @@ def mpme(
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
-    n_cells = data.shape[0]
+    n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
+                                 name="MPME")
+    points = fit_points(data, n_landmarks, random_state)
+    n_points = points.shape[0]
 
     with solver_run(
-        "MPME", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * n_cells, dense=True
+        "MPME", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points * n_points, dense=True,
+        detail="" if n_landmarks is None else f" over {n_landmarks} k-means landmarks",
     ) as run:
         result = core.mpme(
-            data,
+            points,
             n_components=n_components,
             lam=lam,
             C=C,
@@ -175,6 +185,7 @@ def mpme(
             tol=tol,
             callback=run.callback,
         )
+        graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
     if not result.converged:
         logg.warning(f"MPME stopped after {result.n_iter} L-BFGS-B iterations ({result.message}); "
                      "consider a larger maxiter.")
@@ -187,34 +198,35 @@ def mpme(
                      "the embedding carries no structure. Lower lam.")
 
     adata = adata.copy() if copy else adata
-    written = write_result(
-        adata,
-        key,
-        method="mpme",
-        params={
-            "use_rep": use_rep,
-            "n_pcs": data.shape[1],
-            "n_components": n_components,
-            "lam": lam,
-            "C": C,
-            "n_neighbors": result.n_neighbors,
-            "metric": "sqeuclidean" if sigma is None else "gaussian",
-            "sigma": 0.0 if sigma is None else sigma,
-            "phi_scale": result.phi_scale,
-            "decoder": decoder,
-            "maxiter": maxiter,
-            "tol": tol,
-            "random_state": random_state,
-        },
-        objective=result.objective,
-        n_iter=result.n_iter,
-        converged=result.converged,
-        uns={"n_nonzero": result.n_nonzero, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)},
-        latent=result.embedding,
-        connectivities=result.similarity,
-    )
-    run.finished(
-        f"{result.n_iter} iterations, {result.n_nonzero // 2} edges",
-        written,
-    )
+    params = {
+        "use_rep": use_rep,
+        "n_pcs": data.shape[1],
+        "n_components": n_components,
+        "lam": lam,
+        "C": C,
+        "n_neighbors": result.n_neighbors,
+        "metric": "sqeuclidean" if sigma is None else "gaussian",
+        "sigma": 0.0 if sigma is None else sigma,
+        "phi_scale": result.phi_scale,
+        "decoder": decoder,
+        "maxiter": maxiter,
+        "tol": tol,
+        "random_state": random_state,
+    }
+    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    uns = {"n_nonzero": result.n_nonzero, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)}
+    if graph is None:
+        written = write_result(
+            adata, key, method="mpme", params=params, uns=uns, latent=result.embedding,
+            connectivities=result.similarity, **fit,
+        )
+        summary = f"{result.n_iter} iterations, {result.n_nonzero // 2} edges"
+    else:
+        written = write_landmark_graph(adata, key, method="mpme", graph=graph, space=use_rep, params=params,
+                                       uns=uns, **fit)
+        summary = f"{result.n_iter} iterations, {result.n_nonzero // 2} learned edges; {landmark_summary(graph)}"
+    run.finished(summary, written)
     return adata if copy else None
+
+
+landmark_docs(mpme, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

@@ -145,6 +145,7 @@ def write_graph(
     gap_edges: np.ndarray | None = None,
     n_pruned: int | None = None,
     lp_adjacency: sparse.spmatrix | None = None,
+    uns: dict | None = None,
     **fields,
 ) -> list[str]:
     """Store a fitted node graph under ``key`` in the shared schema.
@@ -156,9 +157,11 @@ def write_graph(
     (E × 2 edges that cross a gap in the data, with a warning when there are
     any) and ``n_pruned`` (terminal branches the pruning removed), for the ℓ1
     graph ``lp_adjacency`` (W of the linear program, of which ``adjacency`` is
-    the skeleton); everything else is as in :func:`write_result`.
+    the skeleton), and the learner's own ``uns`` fields; everything else is as
+    in :func:`write_result`.
     """
     graph = {
+        **(uns or {}),
         "nodes": np.asarray(nodes, dtype=float),
         "space": space,
         "adjacency": sparse.csr_matrix(adjacency, dtype=float),

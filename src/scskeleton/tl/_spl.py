@@ -7,7 +7,10 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.cellgraphs import spl as core
+from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
+from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
 
@@ -24,6 +27,7 @@ def spl(
     phi_scale: float | None = None,
     maxiter: int = 500,
     tol: float = 1e-10,
+    n_landmarks: int | None = None,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -55,9 +59,9 @@ def spl(
     sparse optimum in a few dozen iterations: most kNN edges end at exactly
     s_ij = 0. ``objective`` records f after each iteration (non-decreasing).
 
-    Work and memory are O(N³ + N²·D) per iteration and O(N²) (dense Q): at
-    most 5,000 cells.
-
+    Work and memory are O(N³ + N²·D) per iteration and O(N²) (dense Q):
+    exact up to 5,000 cells, on landmarks above.
+    {landmarks}
     Distances and units. φ_ij = ‖y_i - y_j‖² / ``phi_scale``, i.e. (17) is
     fitted to Y/√phi_scale (the embedding is reported in the units of Y). The
     default is the total variance of Y over 2d (see
@@ -94,11 +98,13 @@ def spl(
     maxiter, tol
         L-BFGS-B stops after ``maxiter`` iterations or when f changes by
         less than ``tol`` (relative) in one iteration. Defaults 500 and 1e-10.
+    {n_landmarks}
     key_added
         Key of the results; default ``"spl"``.
     random_state
-        Recorded only: SPL is deterministic ((17) is concave; the solver
-        starts at S = 0).
+        Seed of the k-means landmarks; the exact fit (every cell) is
+        deterministic ((17) is concave; the solver starts at S = 0) and only
+        records it.
         ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it); the seed used is stored in ``params``.
     copy
@@ -118,7 +124,7 @@ def spl(
         resolved ``phi_scale``), ``projection`` (W, D × d), ``objective``
         (f(S) after each iteration, non-decreasing), ``n_iter``,
         ``converged``, ``n_nonzero`` (non-zeros of S, both triangles).
-
+    {landmark_fields}
     Examples
     --------
     >>> import scskeleton as sks
@@ -130,13 +136,17 @@ def spl(
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
-    n_cells = data.shape[0]
+    n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
+                                 name="SPL")
+    points = fit_points(data, n_landmarks, random_state)
+    n_points = points.shape[0]
 
     with solver_run(
-        "SPL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * n_cells, dense=True
+        "SPL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points * n_points, dense=True,
+        detail="" if n_landmarks is None else f" over {n_landmarks} k-means landmarks",
     ) as run:
         result = core.spl(
-            data,
+            points,
             n_components=n_components,
             n_neighbors=n_neighbors,
             gamma=gamma,
@@ -146,40 +156,40 @@ def spl(
             tol=tol,
             callback=run.callback,
         )
+        graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
     if result.n_nonzero == 0:
         logg.warning("SPL learned S = 0 (no edge): the result is the PCA projection. Every neighbour "
                      f"distance is large against the prior at phi_scale={result.phi_scale:.3g}; "
                      "pass a larger phi_scale (or leave it at None, scaled to the data).")
 
     adata = adata.copy() if copy else adata
-    written = write_result(
-        adata,
-        key,
-        method="spl",
-        params={
-            "use_rep": use_rep,
-            "n_pcs": data.shape[1],
-            "n_components": n_components,
-            "n_neighbors": n_neighbors,
-            "gamma": gamma,
-            "C": C,
-            "phi_scale": result.phi_scale,
-            "maxiter": maxiter,
-            "tol": tol,
-            "random_state": random_state,
-        },
-        objective=result.objective,
-        n_iter=result.n_iter,
-        converged=result.converged,
-        uns={
-            "projection": result.projection,
-            "n_nonzero": result.n_nonzero,
-        },
-        latent=result.embedding,
-        connectivities=result.similarity,
-    )
-    run.finished(
-        f"{result.n_iter} iterations, {result.n_nonzero // 2} of {result.edges.shape[0]} candidate edges",
-        written,
-    )
+    params = {
+        "use_rep": use_rep,
+        "n_pcs": data.shape[1],
+        "n_components": n_components,
+        "n_neighbors": n_neighbors,
+        "gamma": gamma,
+        "C": C,
+        "phi_scale": result.phi_scale,
+        "maxiter": maxiter,
+        "tol": tol,
+        "random_state": random_state,
+    }
+    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    uns = {"projection": result.projection, "n_nonzero": result.n_nonzero}
+    if graph is None:
+        written = write_result(
+            adata, key, method="spl", params=params, uns=uns, latent=result.embedding,
+            connectivities=result.similarity, **fit,
+        )
+        summary = f"{result.n_iter} iterations, {result.n_nonzero // 2} of {result.edges.shape[0]} candidate edges"
+    else:
+        written = write_landmark_graph(adata, key, method="spl", graph=graph, space=use_rep, params=params,
+                                       uns=uns, **fit)
+        summary = (f"{result.n_iter} iterations, {result.n_nonzero // 2} of {result.edges.shape[0]} candidate "
+                   f"edges; {landmark_summary(graph)}")
+    run.finished(summary, written)
     return adata if copy else None
+
+
+landmark_docs(spl, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

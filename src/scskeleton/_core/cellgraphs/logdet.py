@@ -17,6 +17,8 @@ diagonal) and, through LAPACK's ``potri``, the inverse whose entries the
 gradient gathers on the candidate edges. Q is dense N × N: these methods are
 O(N³) per evaluation by nature (the papers' own complexity), so they are for
 up to a few thousand cells; :func:`check_dense_size` says so before any work.
+Above that the ``tl`` adapters fit them on k-means landmarks
+(:mod:`~scskeleton._core.cellgraphs.landmarks`).
 The candidate edges keep the number of variables O(N · k) instead of O(N²).
 """
 
@@ -40,7 +42,8 @@ def check_dense_size(n_points: int, method: str, *, limit: int = MAX_DENSE_POINT
         raise ValueError(
             f"{method} works with dense {n_points} × {n_points} matrices (O(N³) per iteration) and "
             f"supports at most {limit:,} cells; got {n_points:,}. Subsample the cells first "
-            "(e.g. sc.pp.subsample(adata, n_obs=...)), or learn a principal graph over landmarks "
+            "(e.g. sc.pp.subsample(adata, n_obs=...)), fit it on k-means landmarks (the sks.tl function's "
+            "n_landmarks=, its default above this size), or learn a principal graph over landmarks "
             "with sks.tl.rpg / sks.tl.rpg_l1, which scale to millions of cells."
         )
 

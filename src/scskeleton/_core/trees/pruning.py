@@ -167,6 +167,8 @@ def prune_tree(
         if not outliers:
             break
         for node in outliers:
+            if len(neighbours[node]) != 1:  # a two-node piece: its other end went just before
+                continue
             (hub,) = neighbours[node]
             neighbours[hub].discard(node)
             neighbours[node].clear()
