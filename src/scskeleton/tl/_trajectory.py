@@ -13,9 +13,11 @@ from scanpy import logging as logg
 from .._core.trees import trajectory as core
 from .._core.graphs import degrees
 from .._core.validation import check_integer
+from .._dask import is_dask
 from .._schema import (
     StoredGraph,
     cell_assignment,
+    cell_coordinates,
     cell_projection,
     column_sums,
     member_cells,
@@ -266,7 +268,11 @@ def pseudotime(
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
     start = logg.info(f"computing pseudotime on {key!r}")
-    projection = cell_projection(adata, graph)
+    coordinates = cell_coordinates(adata, graph)
+    # a chunked fit's cells are placed chunk by chunk where they live (place_cells)
+    located = coordinates if is_dask(coordinates) else core.project_onto_graph(
+        coordinates, graph.nodes, graph.adjacency
+    )
     shape = core.topology(
         graph.adjacency, graph.nodes, roots=graph.roots, min_branch_nodes=min_branch_nodes, drop_leaves=drop_leaves
     )
@@ -278,7 +284,7 @@ def pseudotime(
     )
     milestone_names = default_names(milestone_nodes, graph.roots, shape.branch_points, shape.leaves)
     adata = adata.copy() if copy else adata
-    times = place_cells(adata, key, graph, projection, shape, milestone_nodes, milestone_names)
+    times = place_cells(adata, key, graph, located, shape, milestone_nodes, milestone_names)
     unrooted = np.isnan(times) & member_cells(adata, key)
     if unrooted.any():
         logg.warning(
@@ -308,19 +314,27 @@ def pseudotime(
 
 
 def place_cells(
-    adata: AnnData, key: str, graph: StoredGraph, projection: core.GraphProjection, shape: core.Topology,
+    adata: AnnData, key: str, graph: StoredGraph, projection, shape: core.Topology,
     milestone_nodes: np.ndarray, milestone_names: list[str],
 ) -> np.ndarray:
     """Write each cell's pseudotime, segment and nearest milestone on the trajectory of ``graph``.
 
     ``projection`` places the cells of ``adata`` on the graph (their own or,
-    for ``tl.project``, new cells). Cells outside the result (no assignment
+    for ``tl.project``, new cells); for a chunked fit it is the dask array of
+    the cells' coordinates, placed chunk by chunk where the chunks live. Cells outside the result (no assignment
     mass, outside a sub-trajectory of ``tl.subset_tree``) get NaN in all three.
     Returns the pseudotime.
     """
-    times = core.pseudotime(projection, graph.adjacency, graph.nodes, graph.roots)
-    segment_ids = shape.segment_of(projection)
-    nearest = core.nearest_milestone(projection, graph.adjacency, graph.nodes, milestone_nodes)
+    if is_dask(projection):
+        from .._dask.trajectory import place_chunked
+
+        times, segment_ids, nearest = place_chunked(
+            projection, graph.nodes, graph.adjacency, graph.roots, shape, milestone_nodes
+        )
+    else:
+        times = core.pseudotime(projection, graph.adjacency, graph.nodes, graph.roots)
+        segment_ids = shape.segment_of(projection)
+        nearest = core.nearest_milestone(projection, graph.adjacency, graph.nodes, milestone_nodes)
     outside = ~member_cells(adata, key)
     times[outside], segment_ids[outside], nearest[outside] = np.nan, -1, -1
     adata.obs[pseudotime_key(key)] = times
