@@ -201,3 +201,14 @@ def test_refit_under_the_same_key_replaces_the_cell_graph():
     sks.tl.mpme(adata)
     assert "mpme_connectivities" in adata.obsp and "nodes" not in adata.uns["mpme"]
     assert "mpme_assignment" not in adata.obsm
+
+
+@pytest.mark.parametrize("method", ["mpme", "esl"])
+def test_defaults_recover_a_50k_cell_tree_through_landmarks(method):
+    # the acceptance size, with every default: above the dense limit the learner switches to landmarks
+    adata = sks.datasets.branching(50_000, n_leaves=3, random_state=2)
+    sc.pp.pca(adata, n_comps=10)
+    getattr(sks.tl, method)(adata)
+    assert adata.uns[method]["params"]["n_landmarks"] == 1_000
+    branch_points, rho = _trajectory(adata, method)
+    assert branch_points == 2 and rho >= 0.97
