@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validation import check_integer
-from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test
+from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, smoother_f_pvalues
 from .splines import adapt_df, check_cells, check_df, penalized_fit, spline_basis, sufficient_statistics
 
 
@@ -82,7 +82,10 @@ def trend_test(
     rss0 = np.maximum(stats_.sumsq[0] - total**2 / n_cells, 0.0)
     gain, gain_sq, loss = fit.moments()
     # the constant (in the fit's unpenalised null space, a = 1) is what the null model explains already
-    fstat, pvals = f_test(rss0, fit.rss, gain - 1.0, gain_sq - 1.0, n_cells - gain, n_cells - loss)
+    fstat, approximate = f_test(rss0, fit.rss, gain - 1.0, gain_sq - 1.0, n_cells - gain, n_cells - loss)
+    # the exact null of this F (one smoother against a constant); Satterthwaite's where it is singular
+    exact = smoother_f_pvalues(fstat, fit.hat, n_cells)
+    pvals = np.where(np.isnan(exact), approximate, exact)
     with np.errstate(divide="ignore", invalid="ignore"):
         r2 = np.where(rss0 > 0, 1.0 - fit.rss / rss0, 0.0)
     degenerate = stats_.n_varying < MIN_VARYING_CELLS
