@@ -1,4 +1,4 @@
-"""Every tutorial notebook runs from top to bottom."""
+"""Every tutorial notebook runs from top to bottom, printing no warning its narrative does not expect."""
 
 from pathlib import Path
 
@@ -17,7 +17,45 @@ def test_tutorial_runs(path, tmp_path, monkeypatch):
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
+    unexpected = _unexpected_messages(notebook)
+    assert not unexpected, f"{path.name}: warnings or errors the narrative does not expect: {unexpected}"
+
+
+#: A cell whose warning the narrative explains carries this tag (cell metadata "tags").
+EXPECTED_TAG = "expect-warning"
+
+
+def _unexpected_messages(notebook) -> list[tuple[int, str]]:
+    """(cell index, text) of every warning or error a cell printed, unless the cell is tagged
+    :data:`EXPECTED_TAG`. Progress bars (carriage-return updates) are not messages."""
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or EXPECTED_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                found.append((index, f"{output.get('ename')}: {output.get('evalue')}"))
+            elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+                text = output.get("text", "")
+                if "\r" in text or "it/s]" in text or not text.strip():
+                    continue
+                found.append((index, text.strip()[:300]))
+    return found
 
 
 def test_there_is_a_tutorial():
     assert TUTORIALS, "tutorials/ holds no notebook"
+
+
+def test_a_printed_warning_is_caught_unless_the_narrative_expects_it():
+    notebook = nbformat.v4.new_notebook()
+    warned = nbformat.v4.new_code_cell("x")
+    warned.outputs = [nbformat.v4.new_output("stream", name="stderr", text="UserWarning: something odd\n")]
+    expected = nbformat.v4.new_code_cell("y", metadata={"tags": [EXPECTED_TAG]})
+    expected.outputs = list(warned.outputs)
+    progress = nbformat.v4.new_code_cell("z")
+    progress.outputs = [nbformat.v4.new_output("stream", name="stderr", text="\rfit:  50%|#####     | 1/2 [00:01<00:01, 1.0it/s]")]
+    failed = nbformat.v4.new_code_cell("w")
+    failed.outputs = [nbformat.v4.new_output("error", ename="ValueError", evalue="bad", traceback=[])]
+    notebook.cells = [warned, expected, progress, failed]
+    assert _unexpected_messages(notebook) == [(0, "UserWarning: something odd"), (3, "ValueError: bad")]
