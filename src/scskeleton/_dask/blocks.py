@@ -9,6 +9,9 @@ import dask.array as da
 import numpy as np
 from dask import delayed
 
+from scipy import sparse
+
+from .._core.trees.assign import soft_assignment
 from .._core.validation import check_integer
 
 
@@ -70,6 +73,18 @@ def gather_rows(array: da.Array, rows: np.ndarray | None) -> np.ndarray:
     """The rows ``rows`` (sorted positions; ``None``: all) of ``array`` as a float64 numpy array."""
     part = array if rows is None else array[rows]
     return np.asarray(part.compute(), dtype=float)
+
+
+def lazy_assignment(points: da.Array, centers: np.ndarray, sigma: float) -> da.Array:
+    """The N × K soft assignment (eq. 32 / 18) of ``points`` to ``centers``, recomputed chunk by chunk
+    whenever it is read: never stored, dense within each chunk."""
+    return points.map_blocks(_assignment_chunk, centers, sigma, chunks=(points.chunks[0], (centers.shape[0],)),
+                             dtype=float)
+
+
+def _assignment_chunk(block, centers: np.ndarray, sigma: float) -> np.ndarray:
+    matrix = soft_assignment(np.asarray(block, dtype=float), centers, sigma).matrix
+    return matrix.toarray() if sparse.issparse(matrix) else matrix
 
 
 def judged_rows(array: da.Array, limit: int, random_state: int) -> np.ndarray:

@@ -34,7 +34,6 @@ from collections.abc import Callable
 import dask.array as da
 import numpy as np
 from dask import delayed
-from scipy import sparse
 
 from .._core.embed import principal_directions
 from .._core.graphs import laplacian, minimum_spanning_tree
@@ -55,7 +54,7 @@ from .._core.trees.ddrtree import (
 )
 from .._core.trees.gaps import bridging_edges
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
-from .blocks import block_sum, from_blocks, judged_rows, persist, rechunk_rows, tree_sum
+from .blocks import block_sum, from_blocks, judged_rows, lazy_assignment, persist, rechunk_rows, tree_sum
 
 #: Pruning and the gap test see at most this many cells (a uniform sample beyond).
 JUDGED_CELLS = 200_000
@@ -161,9 +160,7 @@ def ddrtree_chunked(
         )
         centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
     latent = from_blocks(latent_blocks, sizes, n_components)
-    assignment = latent.map_blocks(
-        _assignment_matrix, centers, sigma, chunks=(latent.chunks[0], (centers.shape[0],)), dtype=float
-    )
+    assignment = lazy_assignment(latent, centers, sigma)
     return DDRTreeResult(
         projection=projection,
         latent=latent,
@@ -217,8 +214,3 @@ def _advance_and_assign(block, latent, mean, old_centers, sigma, projection, lat
     new_latent = _advance(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma)
     assignment = soft_assignment(new_latent, centers, sigma)
     return new_latent, assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
-
-
-def _assignment_matrix(latent: np.ndarray, centers: np.ndarray, sigma: float) -> np.ndarray:
-    matrix = soft_assignment(latent, centers, sigma).matrix
-    return matrix.toarray() if sparse.issparse(matrix) else matrix

@@ -22,8 +22,8 @@ from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .._core.trees.rpg import RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, iterate
 from .._core.trees.skeleton import l1_skeleton, shared_mass
 from .._core.validation import check_positive
-from .blocks import block_sum, gather_rows, judged_rows, rechunk_rows
-from .ddrtree import JUDGED_CELLS, _as_float, _assignment_matrix, _column_sums
+from .blocks import block_sum, gather_rows, judged_rows, lazy_assignment, rechunk_rows
+from .ddrtree import JUDGED_CELLS, _as_float, _column_sums
 
 
 def rpg_chunked(
@@ -107,9 +107,7 @@ def rpg_chunked(
                 centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
                 assigned = centers
         gap_edges = bridging_edges(judged, centers, adjacency)
-    assignment = data.map_blocks(
-        _cell_assignment, assigned, sigma, chunks=(data.chunks[0], (assigned.shape[0],)), dtype=float
-    )
+    assignment = lazy_assignment(data, assigned, sigma)
     return RPGResult(
         centers=centers,
         landmarks=landmarks,
@@ -138,10 +136,6 @@ def _assignment_block(block, centers: np.ndarray, sigma: float):
 
 def _shared_mass_block(block, centers: np.ndarray, sigma: float, candidates: np.ndarray):
     return shared_mass(soft_assignment(_as_float(block), centers, sigma).matrix, candidates)
-
-
-def _cell_assignment(block, centers: np.ndarray, sigma: float) -> np.ndarray:
-    return _assignment_matrix(_as_float(block), centers, sigma)
 
 
 __all__ = ["rpg_chunked"]
