@@ -51,8 +51,9 @@ def fork_test(
     difference between the highest and lowest branch's mean over the window
     (``effect``, in the units of the expression; on log-normalised data a
     log fold change). Per gene, one curve per branch is compared with one
-    shared curve over the window's cells by an F test with Satterthwaite
-    degrees of freedom and Benjamini–Hochberg correction.
+    shared curve over the window's cells by an F test (p-values from its
+    exact null under Gaussian noise, by a saddlepoint approximation) with
+    Benjamini–Hochberg correction.
     {model}
     As in :func:`branch_test`, each branch's pseudotime past the fork is
     first stretched by the factor (one per branch, shared by all genes) that

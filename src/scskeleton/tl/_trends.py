@@ -61,9 +61,10 @@ def trends(
 ) -> AnnData | None:
     """Smooth trend of every gene along a path or a segment of a trajectory.
     {model}
-    Each trend is tested against a constant by an F test whose degrees of
-    freedom are matched to the spline's (Satterthwaite); p-values are
-    corrected by Benjamini–Hochberg over the genes fitted.
+    Each trend is tested against a constant by an F test whose p-values
+    come from its exact null under Gaussian noise (a saddlepoint
+    approximation; see the method notes); they are corrected by
+    Benjamini–Hochberg over the genes fitted.
 
     Parameters
     ----------
@@ -227,8 +228,8 @@ def branch_test(
 
     In the spirit of Monocle's BEAM (branch expression analysis modelling), a
     shared trend of each gene over all cells is compared with one trend per
-    branch, by an F test with Satterthwaite degrees of freedom and
-    Benjamini–Hochberg correction.
+    branch, by an F test (p-values from its exact null under Gaussian
+    noise, a saddlepoint approximation) with Benjamini–Hochberg correction.
     {model}
     Which cells enter: the trajectory's segments are oriented away from the
     root (``tl.pseudotime``). The *trunk* is the chain of segments from the
@@ -402,8 +403,8 @@ def association_test(
     splines with ``df`` effective degrees of freedom on one common basis);
     cells on a segment shared by k lineages enter each with weight 1/k, so
     every cell counts once. The curves are tested together against one
-    constant by an F test with Satterthwaite degrees of freedom, and
-    p-values are corrected by Benjamini–Hochberg. The effect size is the
+    constant by an F test (p-values from its exact null under Gaussian
+    noise), corrected by Benjamini–Hochberg. The effect size is the
     amplitude: the largest max − min of a gene's curve over any lineage, in
     the units of the expression. Genes with fewer than 5 tested cells off
     their most common value get F = 0, p = 1 and amplitude 0. Sparse input

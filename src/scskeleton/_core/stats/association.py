@@ -8,7 +8,7 @@ import numpy as np
 from scipy import linalg, stats
 
 from ..validation import check_integer, check_positive
-from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test
+from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
 from .splines import adapt_df, check_cells, check_df, explained_form, penalized_fit, spline_basis, sufficient_statistics
 
 
@@ -62,17 +62,25 @@ def association_test(
     leaves them free), so Q1 = 1 and the null's projection P₁ = 11ᵀ/n gives
     A = Q − P₁, tr A = tr Q − 1, tr A² = tr Q² − 1, and R = I − Q. The
     traces follow from UᵀU, U = [W_1X, …, W_LX], built from the segments'
-    Gram matrices; the F test is :func:`f_test`'s (Satterthwaite).
+    Gram matrices. p-values are the exact Gaussian null of F
+    (:func:`~.inference.form_f_pvalues`, a saddlepoint on the eigenvalues
+    of A/a − fR/r in span(U)).
     """
     n_grid = check_integer("n_grid", n_grid, low=2)
     lin = fit_lineages(matrix, rows, times, groups, membership, n_knots=n_knots, df=df, columns=columns)
     n_cells = float(lin.rows.size)
     total = lin.stats.cross.sum(axis=(0, 1))  # Σ y (the B-splines sum to one)
     rss0 = np.maximum(lin.stats.sumsq.sum(axis=0) - total**2 / n_cells, 0.0)
-    fstat, pvals = f_test(
+    fstat, approximate = f_test(
         rss0, lin.rss,
         lin.q_trace - 1.0, lin.q_trace_sq - 1.0, n_cells - lin.q_trace, n_cells - 2.0 * lin.q_trace + lin.q_trace_sq,
     )
+    # the exact null for Gaussian noise (Satterthwaite's where the saddlepoint is singular): the
+    # constant is U·1 (the B-splines sum to one and the lineage weights of a cell sum to one),
+    # so the null's projection 11ᵀ/n is U (11ᵀ/n) Uᵀ and C_A = C_Q − 11ᵀ/n
+    ones = np.full(lin.utu.shape[0], 1.0)
+    exact = form_f_pvalues(fstat, lin.utu, lin.forms - np.outer(ones, ones) / n_cells, lin.forms, n_cells)
+    pvals = np.where(np.isnan(exact), approximate, exact)
     fstat, pvals = blank_degenerate(lin.degenerate, fstat, pvals)
     grid = np.linspace(lin.basis.knots[0], lin.basis.knots[-1], n_grid)
     curves = lin.curves(grid)
@@ -92,7 +100,8 @@ class LineageFits:
 
     ``fits`` (L) hold each lineage's coefficients and RSS; ``rss`` (G) their
     sum; ``q_trace``, ``q_trace_sq`` are tr Q and tr Q² of the lineage fits'
-    explained form Q (see :func:`association_test`); ``span`` (L × 2) each
+    explained form Q = U C_Q Uᵀ (see :func:`association_test`), ``utu`` = UᵀU
+    and ``forms`` = C_Q (both Lm × Lm); ``span`` (L × 2) each
     lineage's time range; ``in_lineage`` (n × L) which cells each lineage holds.
     """
 
@@ -107,6 +116,8 @@ class LineageFits:
     df: float
     q_trace: float
     q_trace_sq: float
+    utu: np.ndarray
+    forms: np.ndarray
     span: np.ndarray
     in_lineage: np.ndarray
     degenerate: np.ndarray
@@ -144,14 +155,15 @@ def fit_lineages(matrix, rows, times, groups, membership, *, n_knots: int, df: f
     cross_blocks = np.einsum("sl,sk,sij->likj", membership, membership, stats_.gram)
     m = basis.penalty.shape[0]
     utu = cross_blocks.reshape(n_lineages * m, n_lineages * m)
-    forms = [explained_form(grams[l], basis.penalty, float(fits[l].lam[0])) for l in range(n_lineages)]
-    product = linalg.block_diag(*forms) @ utu
+    forms = linalg.block_diag(*[explained_form(grams[l], basis.penalty, float(fits[l].lam[0]))
+                                for l in range(n_lineages)])
+    product = forms @ utu
     in_lineage = membership[groups] > 0  # n × L
     span = np.array([[times[in_lineage[:, l]].min(), times[in_lineage[:, l]].max()] for l in range(n_lineages)])
     return LineageFits(
         rows=rows, times=times, basis=basis, stats=stats_, membership=membership, grams=grams, fits=fits,
         rss=sum(fit.rss for fit in fits), df=float(fits[0].edf[0]), q_trace=float(np.trace(product)),
-        q_trace_sq=float(np.sum(product * product.T)), span=span, in_lineage=in_lineage,
+        q_trace_sq=float(np.sum(product * product.T)), utu=utu, forms=forms, span=span, in_lineage=in_lineage,
         degenerate=stats_.n_varying < MIN_VARYING_CELLS,
     )
 

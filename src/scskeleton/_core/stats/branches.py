@@ -8,7 +8,7 @@ import numpy as np
 from scipy import linalg, sparse
 
 from ..validation import check_integer, check_positive
-from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test
+from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
 from .splines import (
     adapt_df,
     check_cells,
@@ -278,8 +278,7 @@ def fork_test(
     the cells given, trunk included), and reports the direction: which branch
     a gene goes up in. The test compares one penalised spline per branch
     with one shared spline over the window's cells (``df`` effective degrees
-    of freedom each, one basis, Satterthwaite F test as in
-    :func:`branch_test`); the effect size is the largest difference between
+    of freedom each, one basis, the F test of :func:`branch_test`); the effect size is the largest difference between
     two branches' mean fitted expression over the window, in the units of
     the expression.
 
@@ -419,26 +418,27 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
         )
         for b in range(1, n_branches + 1)
     ]
-    fstat, pvals = f_test(
-        shared.rss, sum(fit.rss for fit in fits),
-        *_branch_moments(stats_.gram, basis.penalty, float(shared.lam[0]), [float(fit.lam[0]) for fit in fits]),
-    )
+    forms = _branch_forms(stats_.gram, basis.penalty, float(shared.lam[0]), [float(fit.lam[0]) for fit in fits])
+    fstat, approximate = f_test(shared.rss, sum(fit.rss for fit in fits), *_form_moments(*forms, stats_.gram.sum()))
+    # the exact null of this F for Gaussian noise; Satterthwaite's where the saddlepoint is singular
+    exact = form_f_pvalues(fstat, *forms, float(stats_.gram.sum()))
+    pvals = np.where(np.isnan(exact), approximate, exact)
     degenerate = stats_.n_varying < MIN_VARYING_CELLS
     fstat, pvals = blank_degenerate(degenerate, fstat, pvals)
     return _Comparison(basis=basis, shared=shared, fits=fits, fstat=fstat, pvals=pvals, counts=counts,
                        degenerate=degenerate)
 
 
-def _branch_moments(gram: np.ndarray, penalty: np.ndarray, lam_shared: float, lam_branches: list[float]):
-    """tr A, tr A², tr R, tr R² of the branch test's quadratic forms, exactly.
+def _branch_forms(gram: np.ndarray, penalty: np.ndarray, lam_shared: float, lam_branches: list[float]):
+    """UᵀU, C_A and C_Q of the branch test's quadratic forms A = U C_A Uᵀ and R = I − U C_Q Uᵀ.
 
     With the basis rows X of all n cells, branch weights W_b (1/B on the trunk,
     1 on branch b, 0 elsewhere; Σ_b W_b = I) and S = 2M⁻¹ − M⁻¹GM⁻¹ for a fit
     with M = G + λP, the branch fits explain yᵀQy with
     Q = Σ_b W_b X S_b Xᵀ W_b and the shared fit Q₀ = X S₀ Xᵀ; A = Q − Q₀ and
-    R = I − Q. Both are U C Uᵀ with U = [W_1X, …, W_BX, X], so their traces
-    follow from the (B + 1)m × (B + 1)m matrix UᵀU, built from the groups'
-    Gram matrices without touching the n cells again.
+    R = I − Q. With U = [W_1X, …, W_BX, X], C_Q = diag(S_1, …, S_B, 0) and
+    C_A = diag(S_1, …, S_B, −S₀); UᵀU is built from the groups' Gram
+    matrices (``gram[0]`` the trunk's) without touching the n cells again.
     """
     n_branches = len(lam_branches)
     weight = 1.0 / n_branches
@@ -447,16 +447,21 @@ def _branch_moments(gram: np.ndarray, penalty: np.ndarray, lam_shared: float, la
               + [weight * trunk + own[b]] for b in range(n_branches)]
     blocks.append([weight * trunk + own[c] for c in range(n_branches)] + [gram.sum(axis=0)])
     cross = np.block(blocks)
-    forms = [explained_form(trunk * weight + own[b], penalty, lam) for b, lam in enumerate(lam_branches)]
-    forms.append(-explained_form(gram.sum(axis=0), penalty, lam_shared))
-    product = linalg.block_diag(*forms) @ cross  # C UᵀU
-    size = n_branches * penalty.shape[0]
-    branch_part = product[:size, :size]  # C_int U_intᵀU_int
-    n_cells = float(gram.sum())
-    q_trace, q_trace_sq = np.trace(branch_part), np.sum(branch_part * branch_part.T)
+    branch_forms = [explained_form(trunk * weight + own[b], penalty, lam) for b, lam in enumerate(lam_branches)]
+    shared_form = explained_form(gram.sum(axis=0), penalty, lam_shared)
+    explained = linalg.block_diag(*branch_forms, -shared_form)
+    fitted = linalg.block_diag(*branch_forms, np.zeros_like(shared_form))
+    return cross, explained, fitted
+
+
+def _form_moments(cross: np.ndarray, explained: np.ndarray, fitted: np.ndarray, n_cells: float):
+    """tr A, tr A², tr R, tr R² for A = U C_A Uᵀ, R = I − U C_Q Uᵀ, from the p × p pieces (traces of C·UᵀU)."""
+    product_a = explained @ cross
+    product_q = fitted @ cross
+    q_trace, q_trace_sq = np.trace(product_q), np.sum(product_q * product_q.T)
     return (
-        np.trace(product),
-        np.sum(product * product.T),
+        np.trace(product_a),
+        np.sum(product_a * product_a.T),
         n_cells - q_trace,
         n_cells - 2.0 * q_trace + q_trace_sq,
     )
