@@ -317,12 +317,12 @@ def test_fates_plot_one_panel_per_fate(expression):
     before = _snapshot(adata)
     axes = sks.pl.fates(adata, KEY, show=False)
     fates = list(adata.uns[KEY]["fates"])
-    assert [ax.get_title() for ax in axes] == fates
+    assert [ax.get_title() for ax in axes] == [f"fate: {f}" for f in fates]
     values = axes[0].collections[0].get_array()
     np.testing.assert_allclose(np.sort(values), np.sort(adata.obsm[f"{KEY}_fate_probabilities"][:, 0]))
     assert axes[0].collections[0].get_clim() == (0.0, 1.0)
     ax = sks.pl.fates(adata, KEY, fates=fates[1], basis="pca", show_tree=False, show=False)
-    assert ax.get_title() == fates[1]
+    assert ax.get_title() == f"fate: {fates[1]}"
     assert _snapshot(adata) == before
     with pytest.raises(KeyError, match="No fate"):
         sks.pl.fates(adata, KEY, fates=["nowhere"])

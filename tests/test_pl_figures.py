@@ -221,7 +221,7 @@ def test_fates_colorbar_and_axes(fitted):
     fig = sks.pl.fates(fitted, KEY, return_fig=True)
     fates = list(fitted.uns[KEY]["fates"])
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and ax.axison]
-    assert [ax.get_title() for ax in panels] == fates
+    assert [ax.get_title() for ax in panels] == [f"fate: {f}" for f in fates]
     assert _colorbar_labels(fig) == ["fate probability"] * len(fates)
     assert {(ax.get_xlabel(), ax.get_ylabel()) for ax in panels} == {("DDRTree 1", "DDRTree 2")}
     ax = sks.pl.fates(fitted, KEY, fates=fates[0], basis="pca", title="to the first tip", show=False)

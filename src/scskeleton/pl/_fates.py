@@ -68,8 +68,8 @@ def fates(
     cmap
         Colour map of the probabilities.
     title
-        Title of each panel: one string for all, or one per fate. Default: the
-        fate's name (its milestone, e.g. ``"Ery"``).
+        Title of each panel: one string for all, or one per fate. Default:
+        ``"fate: "`` and the fate's name (its milestone, e.g. ``"fate: Ery"``).
     frameon
         Draw a frame (and axis labels) around each panel; ``None`` follows
         scanpy's setting.
@@ -113,7 +113,7 @@ def fates(
     axis_name = basis_label(adata, space)
     for panel, fate, panel_title in zip(panels, chosen, panel_titles(title, len(chosen))):
         scatter_cells(stand_in, coordinates, basis=space, components=dims, color=fate, ax=panel,
-                      scatter_kwargs=kwargs, title=fate if panel_title is None else panel_title,
+                      scatter_kwargs=kwargs, title=f"fate: {fate}" if panel_title is None else panel_title,
                       axis_name=axis_name, colorbar_label=FATE_LABEL)
         if show_tree:
             draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=False, show_branch_points=True,
