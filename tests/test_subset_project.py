@@ -223,3 +223,40 @@ def test_projected_cells_survive_h5ad_and_a_projection_is_reproducible(tmp_path)
     np.testing.assert_array_equal(back.obs["rpg_pseudotime"], new.obs["rpg_pseudotime"])
     np.testing.assert_array_equal(back.obs["rpg_milestone"], new.obs["rpg_milestone"])
     np.testing.assert_allclose(back.obsm["rpg_fate_probabilities"], new.obsm["rpg_fate_probabilities"])
+
+
+@pytest.mark.parametrize("method", ["mpme", "spl"])
+def test_project_onto_a_landmark_graph(method):
+    """A cell-level learner fitted on landmarks maps new cells as it mapped its own: the reference's
+    cells projected onto their own fit get back their assignment, embedding and pseudotime."""
+    full, ref, new, half = _halves(0)
+    getattr(sks.tl, method)(ref, n_landmarks=150)
+    sks.tl.root(ref, method, obs_min="true_pseudotime")
+    sks.tl.pseudotime(ref, method)
+    again = ref.copy()
+    sks.tl.project(again, ref, method, key_added="again")
+    np.testing.assert_allclose(_dense(again.obsm["again_assignment"]), _dense(ref.obsm[f"{method}_assignment"]),
+                               atol=1e-10)
+    np.testing.assert_allclose(again.obsm["X_again"], ref.obsm[f"X_{method}"], atol=1e-10)
+    np.testing.assert_allclose(again.obs["again_pseudotime"], ref.obs[f"{method}_pseudotime"], atol=1e-8)
+    sks.tl.project(new, ref, method)
+    assert new.obsm[f"X_{method}"].shape == (new.n_obs, ref.obsm[f"X_{method}"].shape[1])
+    truth = full.obs["true_pseudotime"]
+    rho_new = spearmanr(new.obs[f"{method}_pseudotime"], truth[~half]).statistic
+    rho_ref = spearmanr(ref.obs[f"{method}_pseudotime"], truth[half]).statistic
+    assert rho_new >= rho_ref - 0.02 and rho_new >= 0.9, (rho_new, rho_ref)
+
+
+def test_project_refuses_a_landmark_graph_without_nodes_in_the_representation():
+    _, ref, new, _ = _halves(0)
+    sks.tl.mpme(ref, n_landmarks=100)
+    del ref.uns["mpme"]["embedding"]  # as fsl stores it: nodes in the embedding only
+    ref.uns["mpme"]["space"] = "X_mpme"
+    before = set(new.obsm)
+    with pytest.raises(ValueError, match="embedding"):
+        sks.tl.project(new, ref, "mpme")
+    assert set(new.obsm) == before
+
+
+def _dense(matrix):
+    return matrix.toarray() if sparse.issparse(matrix) else np.asarray(matrix)

@@ -31,7 +31,8 @@ LANDMARK_FIELDS = """
         of the learned landmark graph, each edge with its learned weight),
         ``connectivities`` (K' × K' sparse: the learned graph itself among
         those landmarks), ``embedding`` (K' × d: the learner's embedding of
-        them), ``n_pruned`` (terminal branches removed), ``n_loops`` (rings
+        them), ``node_groups`` (K': the part of the embedding each node
+        belongs to, for ESL's separately embedded components; else 0), ``n_pruned`` (terminal branches removed), ``n_loops`` (rings
         kept); in ``params`` also ``n_landmarks`` (K, the landmarks fitted),
         ``assignment_sigma`` (σ), ``prune`` (``True``), ``min_branch_extension``
         and ``min_branch_fraction``. The learner's other fields (``objective``,
@@ -148,6 +149,7 @@ def write_landmark_graph(
             **({} if in_embedding else {"embedding": graph.nodes}),
             "connectivities": graph.connectivities,
             "n_loops": int(graph.n_loops),
+            "node_groups": graph.node_groups.astype(np.int64),
         },
         latent=graph.embedding,
         assignment=graph.assignment,

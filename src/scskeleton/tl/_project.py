@@ -8,6 +8,7 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
+from .._core.cellgraphs.landmarks import node_parts, restrict_to_parts
 from .._core.trees import fates as fates_core
 from .._core.trees import trajectory as trajectory_core
 from .._core.trees.assign import soft_assignment
@@ -29,6 +30,8 @@ from ._trajectory import place_cells, stored_topology
 
 #: Learners whose nodes live in the space of ``use_rep`` itself.
 NODE_SPACE_METHODS = ("rpg", "rpg_l1")
+#: Cell-level learners that write a node graph over landmarks when fitted with ``n_landmarks``.
+LANDMARK_METHODS = ("mpme", "spl", "esl", "fsl", "convex_embedding")
 
 
 def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str | None = None,
@@ -47,7 +50,12 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
     follow from the cell's position on the graph, exactly as
     ``tl.pseudotime`` computes them; fate probabilities mix the reference's
     node fates by the cell's assignment (``tl.fate_probabilities``, with the
-    reference's cell mass splitting the forks).
+    reference's cell mass splitting the forks). A cell-level learner fitted
+    on landmarks (``n_landmarks``, or by default above its dense limit) has
+    a node graph too, in the space of ``use_rep``: r is eq. (18) with the
+    stored ``assignment_sigma``, restricted to the part of the cell's
+    nearest landmark as in the fit, and the cell's embedding is
+    r · ``uns[key]["embedding"]``, exactly as the reference's cells got theirs.
 
     The new cells must be in the reference's representation ``use_rep``
     (``adata_ref.uns[key]["params"]["use_rep"]``), with the same meaning: a
@@ -62,10 +70,12 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
         space.
     adata_ref
         The reference, with a node graph fitted under ``key`` (by
-        ``tl.ddrtree``, ``tl.rpg`` or ``tl.rpg_l1``) and, for pseudotime and
-        the rest, ``tl.pseudotime`` (and ``tl.fate_probabilities``) run.
-        Cell-level learners (``tl.mpme``, ``tl.spl``, ``tl.esl``,
-        ``tl.fsl``) learn no map for new cells and raise a ValueError.
+        ``tl.ddrtree``, ``tl.rpg``, ``tl.rpg_l1``, or a cell-level learner
+        with landmarks) and, for pseudotime and the rest, ``tl.pseudotime``
+        (and ``tl.fate_probabilities``) run. Cell-level learners fitted on
+        every cell (a cell graph, no nodes) learn no map for new cells and
+        raise a ValueError, as does ``tl.fsl``'s landmark graph, whose nodes
+        live in its embedding only.
     key
         Key of the graph in ``adata_ref``, e.g. ``"ddrtree"``.
     key_added
@@ -86,7 +96,8 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
     ``adata_new.obsm[f"{key}_assignment"]``
         The new cells' soft assignment to the reference's nodes.
     ``adata_new.obsm[f"X_{key}"]``
-        For ``tl.ddrtree``: the new cells' latent points.
+        For ``tl.ddrtree``: the new cells' latent points; for a landmark
+        graph: their embedding.
     ``adata_new.obs[f"{key}_pseudotime"]``, ``[f"{key}_segment"]``, ``[f"{key}_milestone"]``
         When the reference has a trajectory (``tl.pseudotime``).
     ``adata_new.obsm[f"{key}_fate_probabilities"]``, ``adata_new.obs[f"{key}_fate_entropy"]``
@@ -95,15 +106,23 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
     graph = read_graph(adata_ref, key)
     entry = adata_ref.uns[key]
     new_key = check_key(key_added, key)
-    if is_cell_graph(adata_ref, key) or graph.method not in ("ddrtree", *NODE_SPACE_METHODS):
+    params = entry.get("params", {})
+    landmarks = graph.method in LANDMARK_METHODS and "assignment_sigma" in params
+    if is_cell_graph(adata_ref, key) or not (graph.method in ("ddrtree", *NODE_SPACE_METHODS) or landmarks):
         raise ValueError(
-            f"tl.project places cells on the node graphs of tl.ddrtree, tl.rpg and tl.rpg_l1; {key!r} was fitted "
-            f"by {graph.method or 'an unknown learner'!r}, which learns no map for new cells. Fit a principal "
-            f"tree on its embedding instead, e.g. sks.tl.rpg(adata_ref, use_rep={graph.space!r}), and project "
-            "onto that."
+            f"tl.project places cells on the node graphs of tl.ddrtree, tl.rpg, tl.rpg_l1 and of cell-level "
+            f"learners fitted on landmarks; {key!r} was fitted by {graph.method or 'an unknown learner'!r} on "
+            f"every cell, which learns no map for new cells. Refit it with n_landmarks=… (e.g. "
+            f"sks.tl.{graph.method}(adata_ref, n_landmarks=1000)), or fit a principal tree on its embedding, e.g. "
+            f"sks.tl.rpg(adata_ref, use_rep={graph.space!r}), and project onto that."
         )
-    params = entry["params"]
     use_rep, n_pcs = str(params["use_rep"]), int(params["n_pcs"])
+    if landmarks and (graph.space != use_rep or "embedding" not in entry):
+        raise ValueError(
+            f"The landmark graph {key!r} ({graph.method}) keeps its nodes in its embedding "
+            f"{graph.space!r} only, not in {use_rep!r}, so new cells cannot be placed on it. Fit a principal "
+            f"tree on the embedding, e.g. sks.tl.rpg(adata_ref, use_rep={graph.space!r}), and project onto that."
+        )
     data = _new_representation(adata_new, use_rep, n_pcs, key)
     start = logg.info(f"projecting {adata_new.n_obs} cells onto {key!r}")
     if graph.method == "ddrtree":
@@ -117,6 +136,12 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
             sigma=float(params["sigma"]), gamma=float(params["gamma"]),
         )
         coordinates = latent
+    elif landmarks:  # as the fit mapped its own cells (tl._landmarks, _core.cellgraphs.landmarks)
+        coordinates = data
+        groups = np.asarray(entry.get("node_groups", np.zeros(graph.nodes.shape[0])), dtype=np.intp)
+        assignment, _ = restrict_to_parts(soft_assignment(data, graph.nodes, float(params["assignment_sigma"])).matrix,
+                                          node_parts(graph.adjacency, groups))
+        latent = np.asarray(assignment @ np.asarray(entry["embedding"]))
     else:
         coordinates = data
         latent = None
@@ -127,6 +152,7 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
     adata_new.uns[new_key] = {**deepcopy(dict(entry)), "n_obs": adata_new.n_obs, "projected_from": key}
     if graph.method == "ddrtree":
         adata_new.uns[new_key]["space"] = latent_key(new_key)
+    if latent is not None:
         adata_new.obsm[latent_key(new_key)] = latent
     adata_new.obsm[assignment_key(new_key)] = assignment
     written = [f"uns[{new_key!r}]", f"obsm[{assignment_key(new_key)!r}]"]

@@ -283,9 +283,7 @@ def landmark_graph(
                                                   soft_assignment(data, positions, sigma).matrix)
     node_groups = (np.zeros(kept.size, dtype=np.intp) if groups is None
                    else np.unique(np.asarray(groups)[kept], return_inverse=True)[1].ravel().astype(np.intp))
-    _, component = csgraph.connected_components(skeleton, directed=False)
-    part = _renumber(component * (node_groups.max() + 1) + node_groups)
-    assignment, nearest = _restrict_to_parts(assignment, part)
+    assignment, nearest = restrict_to_parts(assignment, node_parts(skeleton, node_groups))
     nodes = _side_by_side(np.asarray(embedding, dtype=float)[kept], node_groups)
     weights = learned[kept][:, kept]
     adjacency = _with_learned_weights(skeleton, weights)
@@ -489,7 +487,15 @@ def _renumber(labels: np.ndarray) -> np.ndarray:
     return rank[inverse.ravel()]
 
 
-def _restrict_to_parts(assignment, part: np.ndarray):
+def node_parts(adjacency: sparse.spmatrix, node_groups: np.ndarray) -> np.ndarray:
+    """Each node's part: its connected component of the skeleton, split by the learner's own groups
+    (ESL's separately embedded components; all zeros for the other learners)."""
+    node_groups = np.asarray(node_groups, dtype=np.intp)
+    _, component = csgraph.connected_components(adjacency, directed=False)
+    return _renumber(component * (node_groups.max(initial=0) + 1) + node_groups)
+
+
+def restrict_to_parts(assignment, part: np.ndarray):
     """Each row restricted to the part of its largest weight, renormalised; returns it and each row's argmax."""
     if sparse.issparse(assignment):
         assignment = sparse.csr_matrix(assignment)
