@@ -146,8 +146,11 @@ def test_tree_marks_root_and_branch_points(adata):
 def test_tree_bad_input(adata):
     with pytest.raises(KeyError, match="X_tsne"):
         sks.pl.tree(adata, KEY, basis="tsne")
+    n_columns = adata.obsm["X_ddrtree"].shape[1]
+    with pytest.raises(ValueError, match="dimensions"):
+        sks.pl.tree(adata, KEY, dimensions=(0, n_columns))
     with pytest.raises(ValueError, match="components"):
-        sks.pl.tree(adata, KEY, components=(0, adata.obsm["X_ddrtree"].shape[1]))
+        sks.pl.tree(adata, KEY, components=f"1,{n_columns + 1}")
     with pytest.raises(KeyError, match="not_a_gene"):
         sks.pl.tree(adata, KEY, color="not_a_gene")
 

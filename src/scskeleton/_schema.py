@@ -6,6 +6,7 @@ graph back with errors that say which function to run first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +15,51 @@ from scipy import sparse
 
 from ._core.trees.trajectory import GraphProjection, project_onto_graph, shared_roots
 from ._dask import is_dask
+
+
+#: ``uns[key]["method"]`` of every learner: an entry carrying one of them is a fitted skeleton, the ``key``
+#: that trajectory tools and plots take. Gene-level results (``"trends"``, ``"branch_test"``, …) are not.
+LEARNER_METHODS = ("ddrtree", "rpg", "rpg_l1", "mpme", "spl", "esl", "fsl", "convex_embedding")
+
+#: ``params["layer"]`` of a gene-level result fitted on ``adata.X`` (on ``adata.raw.X`` with ``params["use_raw"]``).
+MAIN_MATRIX = "X"
+
+
+def learner_keys(adata: AnnData) -> list[str]:
+    """Keys of ``adata.uns`` holding a fitted skeleton (a learner's result, or one derived from it by
+    ``tl.subset_tree`` / ``tl.project``), in the order of ``adata.uns``."""
+    return [
+        key for key, entry in adata.uns.items()
+        if isinstance(key, str) and isinstance(entry, Mapping) and entry.get("method") in LEARNER_METHODS
+    ]
+
+
+def resolve_key(adata: AnnData, key: str | None) -> str:
+    """The learner key a tool or plot works on: ``key`` as given, or for ``None`` the key of the only
+    fitted skeleton in ``adata.uns``.
+
+    ``None`` with no skeleton fitted raises a KeyError (run a learner first),
+    with several a ValueError listing them (pass ``key=``), so that a result
+    is never read off a skeleton the user did not mean.
+    """
+    if not isinstance(adata, AnnData):
+        raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
+    if key is not None:
+        if not isinstance(key, str):
+            raise ValueError(f"key must be a key of adata.uns (a string) or None; got {key!r}.")
+        return key
+    fitted = learner_keys(adata)
+    if not fitted:
+        raise KeyError(
+            "No fitted skeleton in adata.uns: run a learner first, e.g. sks.tl.ddrtree(adata) "
+            f"(or sks.tl.rpg, sks.tl.mpme, …). Keys in .uns: {sorted(map(str, adata.uns))}."
+        )
+    if len(fitted) > 1:
+        raise ValueError(
+            f"adata.uns holds {len(fitted)} fitted skeletons, {fitted}; pass key= to choose one, "
+            f"e.g. key={fitted[0]!r}."
+        )
+    return fitted[0]
 
 
 def latent_key(key: str) -> str:

@@ -116,6 +116,24 @@ def knn_edges(points: np.ndarray, n_neighbors: int, *, chunk_rows: int = 2048) -
     return pairs.astype(np.intp)
 
 
+def graph_edges(graph) -> np.ndarray:
+    """The undirected edges (i < j, E × 2, sorted) of a possibly directed N × N graph: every stored
+    entry off the diagonal, in either direction.
+
+    The pattern counts, not the values: a kNN distance matrix (``sc.pp.neighbors``)
+    stores a neighbour at distance 0 (a duplicate cell) as an explicit zero, and
+    it is still a neighbour.
+    """
+    pattern = sparse.csr_matrix(graph, dtype=float, copy=True)
+    pattern.data = np.ones_like(pattern.data)
+    return edge_list(symmetrize(pattern))
+
+
+def fewest_neighbours(edges: np.ndarray, n_points: int) -> int:
+    """The smallest number of neighbours of any of ``n_points`` points on the undirected ``edges``."""
+    return int(np.bincount(np.asarray(edges, dtype=np.intp).ravel(), minlength=n_points).min())
+
+
 def from_edges(edges: np.ndarray, weights: np.ndarray, n_nodes: int) -> sparse.csr_matrix:
     """Symmetric K × K CSR adjacency from undirected edges (each listed once) and their weights."""
     upper = sparse.csr_matrix((weights, (edges[:, 0], edges[:, 1])), shape=(n_nodes, n_nodes))

@@ -1,4 +1,11 @@
-"""Data with ground truth, generated or shipped inside installed packages."""
+"""Data with ground truth, generated or shipped inside installed packages.
+
+Every generator takes ``random_state`` as the tools do: ``None`` (a fresh
+seed), a non-negative int, or a ``numpy.random.Generator`` (one seed drawn
+from it); the same int gives the same data. Generators that store their
+parameters in ``uns`` store the integer seed used, which survives
+``write_h5ad``.
+"""
 
 from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch

@@ -7,6 +7,7 @@ import pandas as pd
 from anndata import AnnData
 
 from .._core.validation import check_integer, check_positive
+from ..tl._inputs import check_random_state
 
 
 def branching(
@@ -15,7 +16,7 @@ def branching(
     n_leaves: int = 2,
     n_dims: int = 50,
     noise: float = 0.05,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """Cells along a branching tree embedded in ``n_dims`` noisy dimensions.
 
@@ -40,7 +41,9 @@ def branching(
         Standard deviation of the Gaussian noise per feature, relative to a
         branch length of 1.
     random_state
-        Seed; the same seed gives the same data.
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it). The integer seed used is stored with the
+        generating parameters in ``uns``, so passing it back reproduces the data.
 
     Returns
     -------
@@ -53,7 +56,7 @@ def branching(
     n_leaves = check_integer("n_leaves", n_leaves, low=2, role="number of tips besides the root")
     n_dims = check_integer("n_dims", n_dims, low=3)
     noise = check_positive("noise", noise, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
     rng = np.random.default_rng(random_state)
 
     starts, directions, start_times, names = _skeleton(n_leaves)

@@ -7,6 +7,7 @@ import pandas as pd
 from anndata import AnnData
 
 from .._core.validation import check_integer, check_positive
+from ..tl._inputs import check_random_state
 
 
 def dla_tree(
@@ -16,7 +17,7 @@ def dla_tree(
     n_branches: int = 5,
     branch_length: int = 100,
     noise: float = 4.0,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """Cells along a tree of Gaussian random walks, as in PHATE's DLA tree.
 
@@ -61,7 +62,9 @@ def dla_tree(
         PHATE's own generator uses about 7 in these units, in 100
         dimensions.
     random_state
-        Seed; the same seed gives the same data.
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it). The integer seed used is stored with the
+        generating parameters in ``uns``, so passing it back reproduces the data.
 
     Returns
     -------
@@ -79,7 +82,7 @@ def dla_tree(
     n_dims = check_integer("n_dims", n_dims, low=2)
     branch_length = check_integer("branch_length", branch_length, low=2, role="random-walk steps per branch")
     noise = check_positive("noise", noise, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
     rng = np.random.default_rng(random_state)
 
     # The walks: vertices[b] is (branch_length + 1) × n_dims, vertex 0 its start point.

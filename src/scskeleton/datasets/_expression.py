@@ -7,6 +7,7 @@ import pandas as pd
 from anndata import AnnData
 
 from .._core.validation import check_integer, check_positive
+from ..tl._inputs import check_random_state
 from ._branching import branching
 
 #: Pseudotime of the fork in ``datasets.branching`` (the trunk has unit length).
@@ -21,7 +22,7 @@ def branching_expression(
     n_branch_genes: int = 40,
     n_trend_genes: int = 40,
     noise: float = 0.5,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """Log-expression-like genes with known trends along a tree with one fork.
 
@@ -55,7 +56,9 @@ def branching_expression(
     noise
         Standard deviation of the Gaussian noise on every value.
     random_state
-        Seed; the same seed gives the same data.
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it). The integer seed used is stored with the
+        generating parameters in ``uns``, so passing it back reproduces the data.
 
     Returns
     -------
@@ -73,7 +76,7 @@ def branching_expression(
         "n_genes", n_genes, low=max(n_branch_genes + n_trend_genes, 1), role="at least n_branch_genes + n_trend_genes"
     )
     noise = check_positive("noise", noise, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
 
     cells = branching(n_cells, n_leaves=2, n_dims=3, noise=0.0, random_state=random_state)
     rng = np.random.default_rng([random_state, 1])  # a stream of its own, apart from the geometry's

@@ -18,7 +18,11 @@ from ._shapes import _start
 
 
 def swiss_roll(
-    n_cells: int = 200, *, height: float = 15.0, noise: float = 0.0, random_state: int = 0
+    n_cells: int = 200,
+    *,
+    height: float = 15.0,
+    noise: float = 0.0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """The Swiss roll: (t cos t, h, t sin t) for t in [1.5π, 4.5π], h in [0, ``height``].
 
@@ -45,7 +49,7 @@ def sine_surface(
     amplitude: float = 2.0,
     width: float = 6.0,
     noise: float = 0.0,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """A 3-D sine surface: (x, y, amplitude · sin x) for x in [0, 2π·n_periods], y in [0, ``width``].
 

@@ -12,9 +12,12 @@ import pandas as pd
 from anndata import AnnData
 
 from .._core.validation import check_integer, check_positive
+from ..tl._inputs import check_random_state
 
 
-def circle(n_cells: int = 100, *, noise: float = 0.05, random_state: int = 0) -> AnnData:
+def circle(
+    n_cells: int = 100, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
+) -> AnnData:
     """Points around the unit circle: a loop. ``obs["true_angle"]`` in [0, 2π)."""
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     angle = rng.uniform(0, 2 * np.pi, n_cells)
@@ -22,7 +25,9 @@ def circle(n_cells: int = 100, *, noise: float = 0.05, random_state: int = 0) ->
     return _wrap(points + noise * rng.standard_normal(points.shape), {"true_angle": angle}, "circle")
 
 
-def moons(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) -> AnnData:
+def moons(
+    n_cells: int = 200, *, noise: float = 0.03, random_state: int | np.random.Generator | None = 0
+) -> AnnData:
     """Two interleaved, separated half circles. ``obs["true_component"]`` is 0 or 1."""
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     label = np.arange(n_cells) % 2
@@ -36,7 +41,9 @@ def moons(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) -> 
     return _wrap(points, {"true_component": pd.Categorical(label.astype(str)), "true_angle": angle}, "moons")
 
 
-def three_clusters(n_cells: int = 300, *, noise: float = 0.08, random_state: int = 0) -> AnnData:
+def three_clusters(
+    n_cells: int = 300, *, noise: float = 0.08, random_state: int | np.random.Generator | None = 0
+) -> AnnData:
     """Three Gaussian clusters at the corners of a triangle, joined by a few
     sparse bridge points (weakly connected). ``obs["true_component"]``."""
     rng, n_cells, noise = _start(n_cells, noise, random_state)
@@ -50,7 +57,9 @@ def three_clusters(n_cells: int = 300, *, noise: float = 0.08, random_state: int
     return _wrap(points, {"true_component": pd.Categorical(label.astype(str))}, "three_clusters")
 
 
-def distorted_s(n_cells: int = 100, *, noise: float = 0.05, random_state: int = 0) -> AnnData:
+def distorted_s(
+    n_cells: int = 100, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
+) -> AnnData:
     """An S-shaped curve with position-dependent noise: a single path.
     ``obs["true_position"]`` runs from 0 to 1 along the curve."""
     rng, n_cells, noise = _start(n_cells, noise, random_state)
@@ -61,7 +70,9 @@ def distorted_s(n_cells: int = 100, *, noise: float = 0.05, random_state: int = 
     return _wrap(points, {"true_position": t}, "distorted_s")
 
 
-def spiral(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) -> AnnData:
+def spiral(
+    n_cells: int = 200, *, noise: float = 0.03, random_state: int | np.random.Generator | None = 0
+) -> AnnData:
     """An Archimedean spiral of two turns: a single path. ``obs["true_position"]``."""
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     t = np.sort(rng.uniform(0, 1, n_cells))
@@ -71,7 +82,9 @@ def spiral(n_cells: int = 200, *, noise: float = 0.03, random_state: int = 0) ->
     return _wrap(points + noise * rng.standard_normal(points.shape), {"true_position": t}, "spiral")
 
 
-def toy_tree(n_cells: int = 300, *, noise: float = 0.05, random_state: int = 0) -> AnnData:
+def toy_tree(
+    n_cells: int = 300, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
+) -> AnnData:
     """A planar tree with two branch points (the RPG paper's "tree" set, §6.1 and Table 1).
 
     A trunk of unit length forks at ±50° into two branches, one of which forks
@@ -97,7 +110,7 @@ def toy_tree(n_cells: int = 300, *, noise: float = 0.05, random_state: int = 0) 
 def _start(n_cells, noise, random_state):
     n_cells = check_integer("n_cells", n_cells, low=3)
     noise = check_positive("noise", noise, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
     return np.random.default_rng(random_state), n_cells, noise
 
 

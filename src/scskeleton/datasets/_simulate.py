@@ -18,6 +18,7 @@ from anndata import AnnData
 from scipy import sparse
 
 from .._core.validation import check_integer, check_positive
+from ..tl._inputs import check_random_state
 
 #: Branch lengths are drawn uniformly in this range (units of pseudotime).
 LENGTH_RANGE = (0.6, 1.4)
@@ -63,7 +64,7 @@ def simulate_trajectory(
     de_fraction: float = 0.1,
     de_lfc_sd: float = 1.2,
     transient_fraction: float = 0.02,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
     n_jobs: int | None = None,
 ) -> AnnData:
     """Raw UMI counts of cells differentiating along a random latent tree.
@@ -185,8 +186,10 @@ def simulate_trajectory(
         Probability that a branch gives a gene a transient bump (0.02), in
         [0, 1].
     random_state
-        Seed; the same seed gives bit-identical data, another seed another
-        tree and other genes.
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
+        (one seed drawn from it). The integer seed used is stored with the
+        generating parameters in ``uns``, so passing it back reproduces the data
+        bit for bit; another seed gives another tree and other genes.
     n_jobs
         Threads that draw the counts (``None`` or -1: every available core,
         at most 8). Each block of cells has a generator of its own, so the data are
@@ -243,7 +246,7 @@ def simulate_trajectory(
     transient_fraction = check_positive("transient_fraction", transient_fraction, allow_zero=True)
     if transient_fraction > 1.0:
         raise ValueError(f"transient_fraction must be in [0, 1]; got {transient_fraction!r}.")
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
     n_jobs = _threads() if n_jobs is None or n_jobs == -1 else check_integer("n_jobs", n_jobs, low=1)
 
     n_branches = 2 * n_fates - 1 + int(cycle) + int(disconnected)

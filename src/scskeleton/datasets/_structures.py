@@ -15,6 +15,7 @@ from anndata import AnnData
 from sklearn.datasets import make_blobs
 
 from .._core.validation import check_integer, check_positive
+from ..tl._inputs import check_random_state
 from ._shapes import moons
 
 
@@ -25,7 +26,7 @@ def blobs(
     n_dims: int = 2,
     cluster_std: float = 0.5,
     center_box: float = 10.0,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """Isotropic Gaussian clusters (``sklearn.datasets.make_blobs``).
 
@@ -37,7 +38,7 @@ def blobs(
     n_dims = check_integer("n_dims", n_dims, low=1)
     cluster_std = check_positive("cluster_std", cluster_std)
     center_box = check_positive("center_box", center_box)
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
     points, label = make_blobs(n_samples=n_cells, centers=n_centers, n_features=n_dims, cluster_std=cluster_std,
                                center_box=(-center_box, center_box), random_state=random_state)
     truth = {"true_component": pd.Categorical(label.astype(str), categories=[str(c) for c in range(n_centers)])}
@@ -52,7 +53,7 @@ def line_and_circle(
     offset: tuple[float, float] = (2.5, 0.0),
     radius: float = 1.0,
     noise: float = 0.03,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """A line segment and a circle in the plane: two disconnected structures (ESL, Fig. 6).
 
@@ -68,7 +69,7 @@ def line_and_circle(
     offset = tuple(float(value) for value in np.broadcast_to(np.asarray(offset, dtype=float), (2,)))
     radius = check_positive("radius", radius)
     noise = check_positive("noise", noise, allow_zero=True)
-    random_state = check_integer("random_state", random_state, low=0)
+    random_state = check_random_state(random_state)
     rng = np.random.default_rng(random_state)
 
     x = rng.uniform(0.0, 1.0, n_line)
@@ -92,7 +93,7 @@ def noisy_moons(
     n_noise: int = 1000,
     scale: float = 0.2,
     noise: float = 0.03,
-    random_state: int = 0,
+    random_state: int | np.random.Generator | None = 0,
 ) -> AnnData:
     """Two moons in the first two features plus ``n_noise`` uniform noise features (FSL, Fig. 1/9).
 
@@ -108,6 +109,7 @@ def noisy_moons(
     """
     n_noise = check_integer("n_noise", n_noise, low=0)
     scale = check_positive("scale", scale)
+    random_state = check_random_state(random_state)  # once: the moons and the noise features share the seed
     base = moons(n_cells, noise=noise, random_state=random_state)
     rng = np.random.default_rng([random_state, 1])  # a stream independent of the moons' own
     moon_points = scale * np.asarray(base.obsm["X_pca"])

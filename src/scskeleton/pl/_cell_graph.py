@@ -13,16 +13,19 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from scipy import sparse
 
-from .._schema import component_key, connectivities_key, latent_key
+from .._schema import component_key, connectivities_key, latent_key, resolve_key
 from ._utils import (
     EDGE_ZORDER,
-    check_components,
+    broadcast_panels,
     finish,
     method_name,
-    new_axes,
     obs_label,
+    panel_grid,
+    panel_titles,
+    plot_dimensions,
     resolve_basis,
     scatter_cells,
+    tidy_panels,
     with_method,
 )
 
@@ -34,17 +37,19 @@ COMPONENT_GAP = 0.25
 
 def cell_graph(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     basis: str | None = None,
-    color: str | None = None,
-    components: Sequence[int] = (0, 1),
+    color: str | Sequence[str] | None = None,
+    components: str | Sequence[str] | None = None,
+    dimensions: Sequence[int] | Sequence[Sequence[int]] | None = None,
     side_by_side: bool = False,
     edges: bool = True,
     edge_color: str = "black",
     edge_width: float = 0.5,
     edge_alpha: float = 0.3,
-    title: str | None = None,
+    ncols: int = 4,
+    title: str | Sequence[str] | None = None,
     legend_loc: str | None = "right margin",
     frameon: bool | None = None,
     ax: Axes | None = None,
@@ -52,7 +57,7 @@ def cell_graph(
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
     **scatter_kwargs,
-) -> Figure | Axes | None:
+) -> Figure | Axes | list[Axes] | None:
     """Scatter the cells of a cell-level learner with its learned graph.
 
     For learners that learn a sparse similarity graph over the cells (MPME,
@@ -67,13 +72,18 @@ def cell_graph(
     adata
         Annotated data matrix with a cell graph fitted, e.g. by ``sks.tl.mpme``.
     key
-        Key of the learner (its ``key_added``), e.g. ``"mpme"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+        A cell-level learner, e.g. ``"mpme"``.
     basis
         ``obsm`` key to draw in (with or without ``X_``); default ``f"X_{key}"``.
     color
-        An ``.obs`` column or a gene to colour the cells by.
-    components
-        The two 0-based columns of the basis to plot.
+        An ``.obs`` column or a gene to colour the cells by, or a list of them
+        for one panel each.
+    components, dimensions
+        The columns of the basis to plot, as in :func:`~scskeleton.pl.tree`:
+        ``"1,2"`` (from 1, as in scanpy; a list or ``"all"`` for one panel each)
+        or ``(0, 1)`` (from 0). Several colours and several pairs go together
+        panel by panel.
     side_by_side
         Shift each connected component (``obs[f"{key}_component"]``, written by
         ``sks.tl.esl``) along the x axis so that components whose embeddings
@@ -82,9 +92,12 @@ def cell_graph(
         Draw the learned graph.
     edge_color, edge_width, edge_alpha
         Colour, largest line width (points) and opacity of the edges.
+    ncols
+        Panels per row when ``color`` or the column pairs are a list.
     title
-        Title of the plot. Default: what the colour shows and the method,
-        e.g. ``"true position — MPME"``; the method alone without ``color``.
+        Title of the panel, or one per panel. Default: what the colour shows
+        and the method, e.g. ``"true position — MPME"``; the method alone
+        without ``color``.
     legend_loc
         Where the legend of a categorical colour goes, as in
         :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
@@ -92,7 +105,9 @@ def cell_graph(
     frameon
         Draw a frame (and axis labels) around the plot; ``None`` follows
         scanpy's setting.
-    ax, show, save, return_fig
+    ax
+        Draw into this Axes instead of a new figure (one panel only).
+    show, save, return_fig
         As in ``scanpy.pl``.
     **scatter_kwargs
         Passed to :func:`scanpy.pl.embedding` (``size``, ``palette``, ``cmap``,
@@ -100,9 +115,10 @@ def cell_graph(
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    The Figure when ``return_fig=True``, else the Axes (a list of Axes for
+    several panels) when ``show=False``, else ``None``.
     """
+    key = resolve_key(adata, key)
     space = latent_key(key) if basis is None else resolve_basis(adata, basis)
     if space not in adata.obsm:
         raise KeyError(
@@ -110,7 +126,11 @@ def cell_graph(
             "or pass basis=<an obsm key>."
         )
     coordinates = np.asarray(adata.obsm[space], dtype=float)
-    first, second = check_components(components, coordinates.shape[1], space)
+    pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
+    colors = [color] if color is None or isinstance(color, str) else list(color)
+    if not colors:
+        raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    colors, pairs = broadcast_panels(colors, pairs, ("colours", "column pairs"))
     graph_name = connectivities_key(key)
     if edges and graph_name not in adata.obsp:
         if "nodes" in adata.uns.get(key, {}):
@@ -119,27 +139,41 @@ def cell_graph(
                 f"draw it with sks.pl.tree(adata, {key!r}, basis={space!r}), or pass edges=False."
             )
         raise KeyError(f"adata.obsp[{graph_name!r}] is missing; fit the learner {key!r} first, or pass edges=False.")
-    if side_by_side:
-        coordinates = _side_by_side(adata, key, coordinates, first)
+    upper = sparse.triu(sparse.csr_matrix(adata.obsp[graph_name]), k=1).tocoo() if edges else None
+    # the connected components moved apart along each panel's own x axis, whichever columns it draws
+    placed = {first: _side_by_side(adata, key, coordinates, first) if side_by_side else coordinates
+              for first, _ in pairs}
 
-    fig, ax, created = new_axes(ax)
-    if title is None:
-        title = method_name(adata, key) if color is None else with_method(obs_label(adata, color), adata, key)
-    scatter_cells(adata, coordinates, basis=space, components=(first, second), color=color, ax=ax,
-                  scatter_kwargs={"legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs}, title=title)
-    if edges:
-        upper = sparse.triu(sparse.csr_matrix(adata.obsp[graph_name]), k=1).tocoo()
-        keep = upper.data > 0
-        points = coordinates[:, [first, second]]
-        segments = np.stack([points[upper.row[keep]], points[upper.col[keep]]], axis=1)
-        weight = upper.data[keep]
-        widths = edge_width * (0.2 + 0.8 * weight / weight.max()) if weight.size else edge_width
-        # below the cells (scanpy draws them at zorder 1): the graph should not hide the data
-        lines = LineCollection(segments, colors=edge_color, linewidths=widths, alpha=edge_alpha, zorder=EDGE_ZORDER)
-        lines.set_gid(CELL_EDGES_GID)
-        ax.add_collection(lines, autolim=True)
-        ax.autoscale_view()
-    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+    titles = panel_titles(title, len(colors))
+    fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(6.4, 4.8),
+                                      what="colour or column pair")
+    for panel, name, (first, second), panel_title in zip(panels, colors, pairs, titles):
+        shown = placed[first]
+        if panel_title is None:
+            panel_title = method_name(adata, key) if name is None else with_method(obs_label(adata, name), adata, key)
+        scatter_cells(adata, shown, basis=space, dimensions=(first, second), color=name, ax=panel,
+                      scatter_kwargs={"legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs},
+                      title=panel_title)
+        if upper is not None:
+            _draw_cell_edges(panel, upper, shown[:, [first, second]], color=edge_color, width=edge_width,
+                             alpha=edge_alpha)
+    tidy_panels(fig, panels, created=created)
+    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
+                  return_fig=return_fig)
+
+
+def _draw_cell_edges(ax: Axes, upper: sparse.coo_matrix, points: np.ndarray, *, color, width: float,
+                     alpha: float) -> None:
+    """Each learned edge (upper triangle) as one line, wider for larger weights, under the cells."""
+    keep = upper.data > 0
+    segments = np.stack([points[upper.row[keep]], points[upper.col[keep]]], axis=1)
+    weight = upper.data[keep]
+    widths = width * (0.2 + 0.8 * weight / weight.max()) if weight.size else width
+    # below the cells (scanpy draws them at zorder 1): the graph should not hide the data
+    lines = LineCollection(segments, colors=color, linewidths=widths, alpha=alpha, zorder=EDGE_ZORDER)
+    lines.set_gid(CELL_EDGES_GID)
+    ax.add_collection(lines, autolim=True)
+    ax.autoscale_view()
 
 
 def _side_by_side(adata: AnnData, key: str, coordinates: np.ndarray, axis: int) -> np.ndarray:

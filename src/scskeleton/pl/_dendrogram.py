@@ -13,7 +13,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._schema import StoredGraph, pseudotime_key, read_graph, segment_key
+from .._schema import StoredGraph, pseudotime_key, read_graph, resolve_key, segment_key
 from ._tree import draw_edges
 from ._utils import (
     finish,
@@ -51,7 +51,7 @@ class Layout:
 
 def dendrogram(
     adata: AnnData,
-    key: str = "ddrtree",
+    key: str | None = None,
     *,
     color: str | Sequence[str] | None = None,
     orientation: str = "horizontal",
@@ -87,7 +87,7 @@ def dendrogram(
     adata
         Annotated data matrix on which ``sks.tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     color
         An ``.obs`` column or a gene name to colour the cells by, or a list of
         them for one panel each. Default: the segment (legend entries named by
@@ -130,6 +130,7 @@ def dendrogram(
     The Figure when ``return_fig=True``, else the Axes (a list of Axes for
     several colours) when ``show=False``, else ``None``.
     """
+    key = resolve_key(adata, key)
     if orientation not in ("horizontal", "vertical"):
         raise ValueError(f"orientation must be 'horizontal' or 'vertical'; got {orientation!r}.")
     graph = read_graph(adata, key)
@@ -156,7 +157,7 @@ def dendrogram(
     fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=size, what="colour")
     for panel, name, panel_title in zip(panels, colors, titles):
         # scanpy's frameon=False would switch the axes off, and with them the pseudotime axis
-        scatter_cells(adata, coordinates, basis="X_dendrogram", components=dims, color=name, ax=panel,
+        scatter_cells(adata, coordinates, basis="X_dendrogram", dimensions=dims, color=name, ax=panel,
                       scatter_kwargs={"legend_loc": legend_loc, **scatter_kwargs, "frameon": True},
                       title=obs_label(adata, name) if panel_title is None else panel_title)
         _draw_layout(panel, entry, graph, layout, dims, edge_color=edge_color, edge_width=edge_width,

@@ -11,9 +11,18 @@ from anndata import AnnData
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._schema import fate_probabilities_key, read_graph
-from ._tree import draw_graph, gap_edges_of, graph_in_basis
-from ._utils import basis_label, finish, panel_grid, panel_titles, scatter_cells, tidy_panels
+from .._schema import fate_probabilities_key, read_graph, resolve_key
+from ._tree import basis_coordinates, draw_graph, gap_edges_of, nodes_in_panel
+from ._utils import (
+    basis_label,
+    broadcast_panels,
+    finish,
+    panel_grid,
+    panel_titles,
+    plot_dimensions,
+    scatter_cells,
+    tidy_panels,
+)
 
 #: The colour bar's label in every panel.
 FATE_LABEL = "fate probability"
@@ -21,11 +30,12 @@ FATE_LABEL = "fate probability"
 
 def fates(
     adata: AnnData,
-    key: str = "ddrtree",
+    key: str | None = None,
     *,
     fates: str | Sequence[str] | None = None,
     basis: str | None = None,
-    components: Sequence[int] = (0, 1),
+    components: str | Sequence[str] | None = None,
+    dimensions: Sequence[int] | Sequence[Sequence[int]] | None = None,
     ncols: int = 4,
     show_tree: bool = True,
     size: float | None = None,
@@ -51,14 +61,16 @@ def fates(
     adata
         Annotated data matrix on which ``sks.tl.fate_probabilities(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     fates
         The fates to draw, by name (``uns[key]["fates"]``); default all.
     basis
         ``obsm`` key to draw in, with or without ``X_``; default the graph's
         own space, as in :func:`tree`.
-    components
-        The two 0-based columns of the basis to plot. Default ``(0, 1)``.
+    components, dimensions
+        The columns of the basis to plot, as in :func:`tree`: ``"1,2"`` (from 1,
+        as in scanpy; a list or ``"all"`` for one panel each) or ``(0, 1)`` (from
+        0). Several fates and several pairs go together panel by panel.
     ncols
         Panels per row.
     show_tree
@@ -74,7 +86,7 @@ def fates(
         Draw a frame (and axis labels) around each panel; ``None`` follows
         scanpy's setting.
     ax
-        Draw into this Axes (one fate only).
+        Draw into this Axes (one panel only).
     show
         Show the figure; ``None`` shows it only when matplotlib is interactive.
     save
@@ -90,6 +102,7 @@ def fates(
     The Figure when ``return_fig=True``, else the Axes (a list of Axes for
     several fates) when ``show=False``, else ``None``.
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     name = fate_probabilities_key(key)
     if name not in adata.obsm or "fates" not in adata.uns[key]:
@@ -101,21 +114,28 @@ def fates(
     unknown = [fate for fate in chosen if fate not in stored]
     if unknown:
         raise KeyError(f"No fate(s) {unknown} in {key!r}; fates: {stored}.")
-    space, coordinates, dims, nodes, drawn = graph_in_basis(adata, graph, basis, components)
-    fig, panels, created = panel_grid(len(chosen), ncols=ncols, ax=ax, panel_size=(4.0, 3.6), what="fate")
+    space, coordinates = basis_coordinates(adata, graph, basis)
+    pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
+    shown = list(dict.fromkeys(chosen))
+    chosen, pairs = broadcast_panels(chosen, pairs, ("fates", "column pairs"))
+    placed = {pair: nodes_in_panel(adata, graph, space, coordinates, pair) for pair in dict.fromkeys(pairs)} \
+        if show_tree else {}
+    fig, panels, created = panel_grid(len(chosen), ncols=ncols, ax=ax, panel_size=(4.0, 3.6),
+                                      what="fate or column pair")
 
     probabilities = np.asarray(adata.obsm[name], dtype=float)
-    columns = pd.DataFrame(probabilities[:, [stored.index(f) for f in chosen]], index=adata.obs_names, columns=chosen)
+    columns = pd.DataFrame(probabilities[:, [stored.index(f) for f in shown]], index=adata.obs_names, columns=shown)
     # the probabilities as obs columns of a stand-in, so that scatter_cells colours by them without touching adata
     stand_in = AnnData(obs=columns)
     gap_edges = gap_edges_of(adata.uns[key], graph)
     kwargs = {"size": size, "cmap": cmap, "vmin": 0.0, "vmax": 1.0, "frameon": frameon, **scatter_kwargs}
     axis_name = basis_label(adata, space)
-    for panel, fate, panel_title in zip(panels, chosen, panel_titles(title, len(chosen))):
-        scatter_cells(stand_in, coordinates, basis=space, components=dims, color=fate, ax=panel,
+    for panel, fate, pair, panel_title in zip(panels, chosen, pairs, panel_titles(title, len(chosen))):
+        scatter_cells(stand_in, coordinates, basis=space, dimensions=pair, color=fate, ax=panel,
                       scatter_kwargs=kwargs, title=f"fate: {fate}" if panel_title is None else panel_title,
                       axis_name=axis_name, colorbar_label=FATE_LABEL)
         if show_tree:
+            nodes, drawn = placed[pair]
             draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=False, show_branch_points=True,
                        edge_color="black", edge_width=1.0, gap_edges=gap_edges, legend=False)
     tidy_panels(fig, panels, created=created)

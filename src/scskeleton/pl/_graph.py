@@ -17,7 +17,7 @@ from mpl_toolkits.axes_grid1 import make_axes_locatable
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from .._schema import StoredGraph, cell_assignment, read_graph
+from .._schema import StoredGraph, cell_assignment, read_graph, resolve_key
 from ._utils import NA_COLOR, category_colors, finish, method_name, new_axes, obs_label
 
 #: Node labels are written on the axes only up to this many nodes; beyond, they are unreadable.
@@ -28,7 +28,7 @@ EDGE_LEGEND_GID = "scskeleton_adjacency_legend"
 
 def adjacency(
     adata: AnnData,
-    key: str = "ddrtree",
+    key: str | None = None,
     *,
     order: str = "tree",
     groupby: str | None = None,
@@ -54,7 +54,7 @@ def adjacency(
     adata
         Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
     key
-        Key of the graph in ``adata.uns``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     order
         ``"tree"``: depth-first order from the root. ``"group"``: nodes sorted
         by their dominant ``groupby`` category, then by tree order (needs
@@ -82,6 +82,7 @@ def adjacency(
     The Figure when ``return_fig=True``, else the Axes when ``show=False``,
     else ``None``.
     """
+    key = resolve_key(adata, key)
     if order not in ("tree", "group"):
         raise ValueError(f"order must be 'tree' or 'group'; got {order!r}.")
     if order == "group" and groupby is None:
@@ -167,7 +168,7 @@ def adjacency(
 
 def convergence(
     adata: AnnData,
-    key: str = "ddrtree",
+    key: str | None = None,
     *,
     ax: Axes | None = None,
     show: bool | None = None,
@@ -185,7 +186,7 @@ def convergence(
     adata
         Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
     key
-        Key of the graph in ``adata.uns``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     ax
         Draw into this Axes instead of a new figure.
     show
@@ -204,6 +205,7 @@ def convergence(
     The Figure when ``return_fig=True``, else the Axes when ``show=False``,
     else ``None``.
     """
+    key = resolve_key(adata, key)
     if key not in adata.uns or "objective" not in adata.uns[key]:
         raise KeyError(
             f"adata.uns[{key!r}] stores no objective; fit a scskeleton learner first (or pass the key_added "

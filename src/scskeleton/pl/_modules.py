@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import sparse
 
+from ..tl._inputs import check_gene_symbols, get_expression
 from ._trends import BRANCHED, _cell_times, _time_label
 from ._utils import (
     branch_names,
@@ -76,7 +77,9 @@ def module_heatmap(
         A ``.var`` column to label the genes with instead of ``var_names``.
     use_raw, layer
         Show binned expression from ``adata.raw`` or ``adata.layers[layer]``
-        instead of the fitted curves.
+        (as in scanpy; not both) instead of the fitted curves. ``None`` for
+        both (default): the fitted curves, as in :func:`~scskeleton.pl.trends`
+        the default is what was fitted.
     standard_scale
         ``"var"`` (default): each gene scaled to [0, 1] over all its blocks;
         ``"obs"``: each pseudotime column scaled to [0, 1]; ``None``: as is.
@@ -100,8 +103,7 @@ def module_heatmap(
     if groupby is not None and (groupby not in adata.obs or not isinstance(adata.obs[groupby].dtype,
                                                                           pd.CategoricalDtype)):
         raise KeyError(f"groupby must name a categorical column of adata.obs; got {groupby!r}.")
-    if gene_symbols is not None and gene_symbols not in adata.var:
-        raise KeyError(f"gene_symbols={gene_symbols!r} is not a column of adata.var.")
+    check_gene_symbols(adata, gene_symbols)
     labels = adata.var[key]
     columns = np.flatnonzero(labels.notna().to_numpy())
     modules = labels.cat.codes.to_numpy()[columns]
@@ -218,17 +220,8 @@ def _bins(times: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 def _binned(adata, columns, members, times, grid, *, use_raw: bool, layer: str | None) -> np.ndarray:
     """G × blocks × grid mean expression per pseudotime bin (NaN where a bin is empty)."""
-    if use_raw:
-        if adata.raw is None:
-            raise ValueError("use_raw=True but adata.raw is None.")
-        if layer is not None:
-            raise ValueError("Pass either use_raw=True or layer=, not both.")
-        matrix = adata.raw[:, adata.var_names[columns]].X
-        columns = np.arange(columns.size)
-    elif layer not in adata.layers:
-        raise KeyError(f"layer={layer!r} is not in adata.layers: {list(adata.layers)}.")
-    else:
-        matrix = adata.layers[layer]
+    # lazy: of a dask matrix only the cells and genes drawn are computed
+    matrix, _ = get_expression(adata, layer=layer, use_raw=use_raw, lazy=True)
     out = np.full((columns.size, len(members), grid.size), np.nan)
     for b, inside in enumerate(members):
         cells = np.flatnonzero(inside)

@@ -11,7 +11,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._schema import pseudotime_key, segment_key
+from .._schema import pseudotime_key, resolve_key, segment_key
 from ._utils import finish, method_name, new_axes, obs_label, scatter_cells, segment_names, set_frame
 
 #: Half the height of a segment's row that the vertical jitter may use.
@@ -22,7 +22,7 @@ JITTER_SEED = 0
 
 def pseudotime(
     adata: AnnData,
-    key: str = "ddrtree",
+    key: str | None = None,
     *,
     color: str | None = None,
     title: str | None = None,
@@ -47,7 +47,7 @@ def pseudotime(
     adata
         Annotated data matrix on which ``sks.tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     color
         An ``.obs`` column or a gene name to colour the cells by. Default: the
         segment (legend entries named by milestones, ``"root → fork 1"``).
@@ -77,6 +77,7 @@ def pseudotime(
     The Figure when ``return_fig=True``, else the Axes when ``show=False``,
     else ``None``.
     """
+    key = resolve_key(adata, key)
     missing = [name for name in (pseudotime_key(key), segment_key(key)) if name not in adata.obs]
     if missing:
         raise KeyError(
@@ -96,7 +97,7 @@ def pseudotime(
         adata,
         coordinates,
         basis="X_pseudotime_strip",
-        components=(0, 1),
+        dimensions=(0, 1),
         color=shown,
         ax=ax,
         # scanpy's frameon=False would switch the axes off, and with them the pseudotime axis

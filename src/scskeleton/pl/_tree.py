@@ -14,19 +14,20 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from scipy import sparse
 
-from .._schema import StoredGraph, cell_assignment, cell_coordinates, read_graph
+from .._schema import StoredGraph, cell_assignment, cell_coordinates, read_graph, resolve_key
 from ._utils import (
     EDGE_ZORDER,
     NODE_ZORDER,
     TRACE_ALPHA,
     TRACE_WIDTH,
     TRACE_ZORDER,
-    check_components,
+    broadcast_panels,
     finish,
     method_name,
     obs_label,
     panel_grid,
     panel_titles,
+    plot_dimensions,
     resolve_basis,
     scatter_cells,
     tidy_panels,
@@ -45,11 +46,12 @@ SUPPORT_GID = "scskeleton_support"
 
 def tree(
     adata: AnnData,
-    key: str = "ddrtree",
+    key: str | None = None,
     *,
     basis: str | None = None,
     color: str | Sequence[str] | None = None,
-    components: Sequence[int] = (0, 1),
+    components: str | Sequence[str] | None = None,
+    dimensions: Sequence[int] | Sequence[Sequence[int]] | None = None,
     show_nodes: bool = True,
     show_branch_points: bool = True,
     show_support: bool | None = None,
@@ -87,7 +89,7 @@ def tree(
     adata
         Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
     key
-        Key of the graph in ``adata.uns`` (the learner's ``key_added``).
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     basis
         ``obsm`` key to draw in, with or without the ``X_`` prefix (``"X_umap"``
         or ``"umap"``). Default: the graph's own space ``uns[key]["space"]``,
@@ -100,7 +102,13 @@ def tree(
         them for one panel each (as in :func:`scanpy.pl.embedding`); ``None``
         draws them in grey.
     components
-        The two 0-based columns of the basis to plot. Default ``(0, 1)``.
+        The columns of the basis to plot, counted from 1 as in
+        :func:`scanpy.pl.embedding`: ``"1,2"``, a list such as
+        ``["1,2", "2,3"]`` for one panel each, or ``"all"``. Default: the first two.
+    dimensions
+        The same counted from 0: ``(0, 1)``, or a list of pairs for one panel
+        each. Give ``components`` or ``dimensions``, not both; several colours
+        and several pairs go together panel by panel, as in scanpy.
     show_nodes
         Draw the nodes as small dots. The root and branch point markers are
         drawn either way.
@@ -119,7 +127,7 @@ def tree(
         Cell marker size, as in :func:`scanpy.pl.embedding` (default
         ``120000 / n_cells``).
     ncols
-        Panels per row when ``color`` is a list.
+        Panels per row when ``color`` or the column pairs are a list.
     title
         Title of the panel, or one per colour. Default: what the colour shows
         and the method, e.g. ``"cell type — DDRTree"`` or ``"DDRTree pseudotime"``;
@@ -132,7 +140,7 @@ def tree(
         Draw a frame (and axis labels) around the panel; ``None`` follows
         scanpy's setting.
     ax
-        Draw into this Axes instead of a new figure (one colour only).
+        Draw into this Axes instead of a new figure (one panel only).
     show
         Show the figure; ``None`` shows it only when matplotlib is interactive.
     save
@@ -148,29 +156,35 @@ def tree(
     The Figure when ``return_fig=True``, else the Axes (a list of Axes for
     several colours) when ``show=False``, else ``None``.
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     support = _support(adata.uns[key], graph, show_support)
     gap_edges = gap_edges_of(adata.uns[key], graph)
-    space, coordinates, (first, second), nodes, drawn = graph_in_basis(adata, graph, basis, components)
+    space, coordinates = basis_coordinates(adata, graph, basis)
+    pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
 
     colors = [color] if color is None or isinstance(color, str) else list(color)
     if not colors:
         raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    colors, pairs = broadcast_panels(colors, pairs, ("colours", "column pairs"))
+    placed = {pair: nodes_in_panel(adata, graph, space, coordinates, pair) for pair in dict.fromkeys(pairs)}
     titles = panel_titles(title, len(colors))
-    fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(6.4, 4.8), what="colour")
-    for panel, name, panel_title in zip(panels, colors, titles):
+    fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(6.4, 4.8),
+                                      what="colour or column pair")
+    for panel, name, pair, panel_title in zip(panels, colors, pairs, titles):
         if panel_title is None:
             panel_title = method_name(adata, key) if name is None else with_method(obs_label(adata, name), adata, key)
         scatter_cells(
             adata,
             coordinates,
             basis=space,
-            components=(first, second),
+            dimensions=pair,
             color=name,
             ax=panel,
             scatter_kwargs={"size": size, "legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs},
             title=panel_title,
         )
+        nodes, drawn = placed[pair]
         draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
                    show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
                    gap_edges=gap_edges, label=method_name(adata, key))
@@ -181,20 +195,22 @@ def tree(
                   return_fig=return_fig)
 
 
-def graph_in_basis(
-    adata: AnnData, graph: StoredGraph, basis: str | None, components: Sequence[int]
-) -> tuple[str, np.ndarray, tuple[int, int], np.ndarray, np.ndarray]:
-    """Where cells and nodes are drawn: the basis's obsm key, the cells' coordinates in it, the two
-    checked columns, the nodes' 2-D positions and which nodes can be drawn (``basis=None``: the graph's space)."""
+def basis_coordinates(adata: AnnData, graph: StoredGraph, basis: str | None) -> tuple[str, np.ndarray]:
+    """Where the cells are drawn: the basis's obsm key (``basis=None``: the graph's own space) and the
+    cells' coordinates in it."""
     space = graph.space if basis is None else resolve_basis(adata, basis)
     if space == graph.space:
-        coordinates = cell_coordinates(adata, graph)
-        first, second = check_components(components, coordinates.shape[1], space)
-        return space, coordinates, (first, second), graph.nodes[:, [first, second]], np.ones(graph.n_nodes, bool)
-    coordinates = np.asarray(adata.obsm[space], dtype=float)
-    first, second = check_components(components, coordinates.shape[1], space)
-    nodes, drawn = _nodes_in_basis(adata, graph, coordinates[:, [first, second]])
-    return space, coordinates, (first, second), nodes, drawn
+        return space, cell_coordinates(adata, graph)
+    return space, np.asarray(adata.obsm[space], dtype=float)
+
+
+def nodes_in_panel(
+    adata: AnnData, graph: StoredGraph, space: str, coordinates: np.ndarray, pair: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes' 2-D positions in the columns ``pair`` of ``space`` and which nodes can be drawn there."""
+    if space == graph.space:
+        return graph.nodes[:, list(pair)], np.ones(graph.n_nodes, bool)
+    return _nodes_in_basis(adata, graph, coordinates[:, list(pair)])
 
 
 def _nodes_in_basis(adata: AnnData, graph: StoredGraph, coordinates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,8 +18,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from scipy import sparse
 
-from .._schema import read_graph
-from ._tree import _nodes_in_basis
+from .._dask import is_dask
+from .._schema import MAIN_MATRIX, read_graph
+from ..tl._inputs import check_gene_symbols, gene_columns, get_expression
+from ._tree import basis_coordinates, nodes_in_panel
 from ._tree import tree as tree_plot
 from ._utils import (
     NODE_ZORDER,
@@ -28,7 +30,6 @@ from ._utils import (
     TRACE_ZORDER,
     branch_names,
     category_colors,
-    check_components,
     check_groupby,
     finish,
     format_pvalue,
@@ -38,7 +39,7 @@ from ._utils import (
     panel_grid,
     panel_titles,
     place_legend,
-    resolve_basis,
+    plot_dimensions,
     set_frame,
     tidy_panels,
 )
@@ -61,6 +62,9 @@ def trends(
     key: str,
     genes: str | Sequence[str],
     *,
+    gene_symbols: str | None = None,
+    use_raw: bool | None = None,
+    layer: str | None = None,
     ncols: int = 3,
     show_cells: bool = True,
     show_shared: bool = True,
@@ -97,6 +101,14 @@ def trends(
         The ``key_added`` of that run, e.g. ``"ddrtree_trends"`` or ``"rpg_association"``.
     genes
         One gene or several, each fitted by that run.
+    gene_symbols
+        An ``adata.var`` column that ``genes`` are named by, as in scanpy,
+        instead of ``var_names``.
+    use_raw, layer
+        The matrix the cells' expression is read from, as in scanpy:
+        ``adata.raw.X`` or ``adata.layers[layer]``. ``None`` for both (default):
+        the matrix the curves were fitted on (``uns[key]["params"]``), so that
+        the cells drawn are the ones fitted; give another to compare.
     ncols
         Panels per row when several genes are drawn.
     show_cells
@@ -139,16 +151,15 @@ def trends(
     titles = panel_titles(title, len(genes))
     check_groupby(adata, groupby)
     names = branch_names(adata, key, groupby) if result["method"] != "trends" else {}
-    columns = _fitted_genes(adata, key, result, genes)
+    columns = _fitted_genes(adata, key, result, genes, gene_symbols)
     times = _cell_times(adata, key, result)
     cells = np.flatnonzero(np.isfinite(times))
-    values = _expression(adata, result, columns, cells)
+    values, shown = _expression(adata, result, columns, cells, use_raw=use_raw, layer=layer)
     size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
 
     fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.4), what="gene")
 
     x_label = _time_label(adata, result)
-    layer = str(result["params"]["layer"])
     for panel, gene, column, gene_values, panel_title in zip(panels, genes, columns, values.T, titles):
         if result["method"] == "trends":
             _draw_trend(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
@@ -165,7 +176,7 @@ def trends(
             panel_title = f"{gene}  ({stats}, {format_pvalue(adata.var[f'{key}_qval'].iloc[column])})"
         panel.set_title(panel_title, fontsize="medium")
         panel.set_xlabel(x_label)
-        panel.set_ylabel("expression" if layer == "X" else f"expression ({layer})")
+        panel.set_ylabel("expression" if shown == "X" else f"expression ({shown})")
         set_frame(panel, frameon)
     tidy_panels(fig, panels, created=created)
     handle = panels[0] if len(panels) == 1 else panels
@@ -177,6 +188,7 @@ def branch_heatmap(
     key: str,
     *,
     genes: Sequence[str] | None = None,
+    gene_symbols: str | None = None,
     n_genes: int = 30,
     cmap: str = "viridis",
     groupby: str | None = None,
@@ -205,6 +217,9 @@ def branch_heatmap(
         The ``key_added`` of that run, e.g. ``"ddrtree_branch_test"``.
     genes
         Genes to show; default the ``n_genes`` with the smallest q-values.
+    gene_symbols
+        An ``adata.var`` column that ``genes`` are named by and the rows are
+        labelled with, as in scanpy, instead of ``var_names``.
     n_genes
         How many genes to show when ``genes`` is None.
     cmap
@@ -235,12 +250,14 @@ def branch_heatmap(
         ranked = pd.DataFrame({"q": adata.var[f"{key}_qval"].to_numpy(), "F": adata.var[f"{key}_F"].to_numpy()})
         ranked = ranked[np.isfinite(ranked["q"])].sort_values(["q", "F"], ascending=[True, False], kind="stable")
         columns = ranked.index.to_numpy()[:n_genes]
-        genes = list(adata.var_names[columns])
+        check_gene_symbols(adata, gene_symbols)
+        labels = adata.var[gene_symbols] if gene_symbols is not None else adata.var_names.to_series()
+        genes = [str(label) for label in labels.to_numpy()[columns]]
     else:
         genes = [genes] if isinstance(genes, str) else list(genes)
         if not genes:
             raise ValueError("genes is empty; pass gene names or None for the top genes.")
-        columns = _fitted_genes(adata, key, result, genes)
+        columns = _fitted_genes(adata, key, result, genes, gene_symbols)
 
     curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)[columns]  # genes × B × grid
     low = np.nanmin(curves, axis=(1, 2), keepdims=True)
@@ -283,9 +300,11 @@ def path(
     key: str,
     *,
     basis: str | None = None,
-    components: Sequence[int] = (0, 1),
+    components: str | Sequence[str] | None = None,
+    dimensions: Sequence[int] | Sequence[Sequence[int]] | None = None,
     color: str | None = None,
     path_width: float = 3.0,
+    ncols: int = 4,
     groupby: str | None = None,
     title: str | None = None,
     legend_loc: str | None = "right margin",
@@ -295,7 +314,7 @@ def path(
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
     **tree_kwargs,
-) -> Figure | Axes | None:
+) -> Figure | Axes | list[Axes] | None:
     """The path (``tl.trends``) or trunk and branches (``tl.branch_test``) on the tree.
 
     Draws :func:`~scskeleton.pl.tree` of the graph the result was computed on,
@@ -311,10 +330,14 @@ def path(
         Annotated data matrix on which ``tl.trends`` or ``tl.branch_test`` has run.
     key
         The ``key_added`` of that run.
-    basis, components, color
-        As in :func:`~scskeleton.pl.tree`.
+    basis, components, dimensions, color
+        As in :func:`~scskeleton.pl.tree`: ``components="1,2"`` counts the
+        columns from 1 as in scanpy, ``dimensions=(0, 1)`` from 0; a list of
+        pairs (or ``components="all"``) draws one panel each.
     path_width
         Line width of the highlighted edges, in points.
+    ncols
+        Panels per row when several column pairs are drawn.
     groupby
         An ``.obs`` column: name the branches by their cells' most common label.
     title
@@ -331,28 +354,33 @@ def path(
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    The Figure when ``return_fig=True``, else the Axes (a list of Axes for
+    several column pairs) when ``show=False``, else ``None``.
     """
     result = _result(adata, key, "sks.pl.path")
     graph = read_graph(adata, result["graph"])
-    space = graph.space if basis is None else resolve_basis(adata, basis)
-    if space == graph.space:
-        first, second = check_components(components, graph.nodes.shape[1], space)
-        nodes = graph.nodes[:, [first, second]]
-    else:
-        coordinates = np.asarray(adata.obsm[space], dtype=float)
-        first, second = check_components(components, coordinates.shape[1], space)
-        nodes, _ = _nodes_in_basis(adata, graph, coordinates[:, [first, second]])
+    space, coordinates = basis_coordinates(adata, graph, basis)
+    pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
 
     check_groupby(adata, groupby)
     names = branch_names(adata, key, groupby) if result["method"] != "trends" else {}
     if title is None:
         title = _path_title(adata, result) if result["method"] == "trends" else _fork_title(adata, result)
-    fig, ax, created = new_axes(ax)
-    tree_plot(adata, graph.key, basis=basis, components=components, color=color, ax=ax, show=False, title=title,
-              legend_loc=legend_loc, frameon=frameon, **tree_kwargs)
     labels, colors = _group_colors(adata, key, result)
+    fig, panels, created = panel_grid(len(pairs), ncols=ncols, ax=ax, panel_size=(6.4, 4.8), what="column pair")
+    for panel, pair in zip(panels, pairs):
+        tree_plot(adata, graph.key, basis=basis, dimensions=pair, color=color, ax=panel, show=False, title=title,
+                  legend_loc=legend_loc, frameon=frameon, **tree_kwargs)
+        nodes, _ = nodes_in_panel(adata, graph, space, coordinates, pair)
+        _draw_path(panel, result, nodes, labels, colors, names, path_width)
+    tidy_panels(fig, panels, created=created)
+    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
+                  return_fig=return_fig)
+
+
+def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], colors: list, names: dict,
+               path_width: float) -> None:
+    """The result's edges, thick and outlined under the cells with a thin trace over them, and their legend."""
     handles = []
     for label, colour in zip(labels, colors):
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
@@ -373,7 +401,6 @@ def path(
                               label="path" if result["method"] == "trends" else names.get(label, label)))
     ax.add_artist(Legend(ax, handles, [h.get_label() for h in handles], loc="lower right", fontsize="small",
                          framealpha=0.8))
-    return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def _result(adata: AnnData, key: str, caller: str) -> dict:
@@ -400,12 +427,10 @@ def _result(adata: AnnData, key: str, caller: str) -> dict:
     return result
 
 
-def _fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str]) -> np.ndarray:
-    """Column indices of genes that the result holds a curve for."""
-    index = adata.var_names.get_indexer(genes)
-    unknown = [gene for gene, position in zip(genes, index) if position < 0]
-    if unknown:
-        raise KeyError(f"Gene(s) {unknown[:5]} not in adata.var_names.")
+def _fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str], gene_symbols: str | None) -> np.ndarray:
+    """Column indices of genes (named by ``var_names`` or ``adata.var[gene_symbols]``) that the result
+    holds a curve for."""
+    index = gene_columns(adata, genes, gene_symbols=gene_symbols)
     curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)
     fitted = ~np.isnan(curves[index].reshape(len(index), -1)).all(axis=1)
     if not fitted.all():
@@ -416,18 +441,23 @@ def _fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str]) -> n
     return index
 
 
-def _expression(adata: AnnData, result: dict, columns: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """cells × genes values from the matrix the fit used."""
-    layer = result["params"]["layer"]
-    if layer == "X":
-        matrix = adata.X
-    elif layer in adata.layers:
-        matrix = adata.layers[layer]
-    else:
-        raise KeyError(f"The fit used adata.layers[{layer!r}], which is gone; restore it or refit.")
+def _expression(adata: AnnData, result: dict, columns: np.ndarray, cells: np.ndarray, *, use_raw: bool | None,
+                layer: str | None) -> tuple[np.ndarray, str]:
+    """cells × genes values, from the matrix the fit used (``use_raw=None, layer=None``) or the one asked
+    for, and that matrix's name for the axis label (``"X"``, ``"raw"`` or the layer)."""
+    if use_raw is None and layer is None:  # what was fitted (results written before use_raw: not raw)
+        use_raw = bool(result["params"].get("use_raw", False))
+        recorded = str(result["params"]["layer"])
+        layer = None if recorded == MAIN_MATRIX else recorded
+        if layer is not None and layer not in adata.layers:
+            raise KeyError(f"The fit used adata.layers[{layer!r}], which is gone; restore it or refit.")
+    matrix, _ = get_expression(adata, layer=layer, use_raw=bool(use_raw), lazy=True)
+    shown = "raw" if use_raw else MAIN_MATRIX if layer is None else layer
     if sparse.issparse(matrix):  # the few genes' columns first: rows of all genes would copy most of X
-        return sparse.csr_matrix(matrix[:, columns])[cells].toarray().astype(float)
-    return np.asarray(matrix[np.ix_(cells, columns)], dtype=float)
+        return sparse.csr_matrix(matrix[:, columns])[cells].toarray().astype(float), shown
+    if is_dask(matrix):  # a chunked fit's matrix: only these cells and genes are computed
+        return np.asarray(matrix[:, columns][cells], dtype=float), shown
+    return np.asarray(matrix[np.ix_(cells, columns)], dtype=float), shown
 
 
 def _group_colors(adata: AnnData, key: str, result: dict) -> tuple[list[str], list]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from itertools import combinations
+from numbers import Integral
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -190,18 +192,78 @@ def resolve_basis(adata: AnnData, basis: str) -> str:
     )
 
 
-def check_components(components: Sequence[int], n_columns: int, basis: str) -> tuple[int, int]:
-    """Two distinct 0-based column indices into a basis with ``n_columns`` columns."""
-    try:
-        first, second = (int(c) for c in components)
-    except (TypeError, ValueError):
-        raise ValueError(f"components must be two 0-based column indices, e.g. (0, 1); got {components!r}.") from None
-    if not (0 <= first < n_columns and 0 <= second < n_columns) or first == second:
-        raise ValueError(
-            f"components {tuple(components)!r} must be two distinct indices in [0, {n_columns - 1}] "
-            f"for the {n_columns}-dimensional basis {basis!r}."
+def plot_dimensions(components, dimensions, *, n_columns: int, basis: str) -> list[tuple[int, int]]:
+    """The 0-based column pairs of a basis to draw, one per panel, from ``components``/``dimensions`` as
+    :func:`scanpy.pl.embedding` reads them.
+
+    ``dimensions`` counts from 0: ``(0, 1)`` or a list of pairs. ``components``
+    counts from 1: ``"1,2"``, a list of such strings, or ``"all"`` (every pair).
+    Neither: ``[(0, 1)]``. A pair of integers passed as ``components`` is read as
+    the 0-based pair it meant before the plots followed scanpy, with a
+    FutureWarning, so that existing calls keep drawing the same columns.
+    """
+    if components is not None and dimensions is not None:
+        raise ValueError("Pass either components= (1-based, e.g. '1,2') or dimensions= (0-based, e.g. (0, 1)), "
+                         "not both.")
+    name, one_based = "dimensions", False
+    if components is None and dimensions is None:
+        pairs = [(0, 1)]
+    elif components is not None and _int_pair(components) is not None:
+        warnings.warn(
+            f"components={tuple(components)!r}: components count from 1 as in scanpy ('1,2'); a pair of "
+            "integers is read as the 0-based columns it named before. Pass dimensions=(i, j) instead.",
+            FutureWarning, stacklevel=3,
         )
-    return first, second
+        pairs, name = [_int_pair(components)], "components"
+    elif components is not None:
+        if isinstance(components, str) and components == "all":
+            return list(combinations(range(n_columns), 2))
+        texts = list(components) if isinstance(components, Sequence) and not isinstance(components, str) \
+            else [components]
+        pairs = []
+        for text in texts:
+            parts = text.split(",") if isinstance(text, str) else []
+            if len(parts) != 2 or not all(part.strip().isdigit() for part in parts):
+                raise ValueError(f"components must be 1-based 'i,j' strings such as '1,2', a list of them, or "
+                                 f"'all'; got {components!r}. For 0-based pairs pass dimensions=(0, 1).")
+            pairs.append(tuple(int(part) - 1 for part in parts))
+        name, one_based = "components", True
+    else:
+        several = _int_pair(dimensions) is None and isinstance(dimensions, Sequence)
+        pairs = [_int_pair(entry) for entry in (list(dimensions) if several else [dimensions])]
+        if not pairs or any(pair is None for pair in pairs):
+            raise ValueError(f"dimensions must be a pair of 0-based column indices, e.g. (0, 1), or a list of "
+                             f"pairs; got {dimensions!r}.")
+    for first, second in pairs:
+        if not (0 <= first < n_columns and 0 <= second < n_columns) or first == second:
+            # say it in the user's own counting: 1-based for scanpy's component strings
+            shown, limits = ((f"'{first + 1},{second + 1}'", f"1..{n_columns}") if one_based
+                             else ((first, second), f"[0, {n_columns - 1}]"))
+            raise ValueError(f"{name} {shown} must name two distinct columns in {limits} of the "
+                             f"{n_columns}-dimensional basis {basis!r}.")
+    return pairs
+
+
+def _int_pair(value) -> tuple[int, int] | None:
+    """``value`` as a pair of ints when it is two integers (not bools), else None."""
+    if isinstance(value, str) or not isinstance(value, Sequence | np.ndarray) or len(value) != 2:
+        return None
+    if not all(isinstance(v, Integral) and not isinstance(v, bool | np.bool_) for v in value):
+        return None
+    return int(value[0]), int(value[1])
+
+
+def broadcast_panels(first: list, second: list, names: tuple[str, str]) -> tuple[list, list]:
+    """One entry of each per panel, paired as :func:`scanpy.pl.embedding` pairs colours and dimensions:
+    lists of one length go together, and a single entry is repeated for every entry of the other."""
+    if len(first) == len(second):
+        return first, second
+    if len(first) == 1:
+        return first * len(second), second
+    if len(second) == 1:
+        return first, second * len(first)
+    raise ValueError(f"{len(first)} {names[0]} and {len(second)} {names[1]} cannot be paired into panels; "
+                     f"pass as many of each, or one of either.")
 
 
 def obs_values(adata: AnnData, name: str, *, use_raw: bool | None = None, layer: str | None = None,
@@ -255,7 +317,7 @@ def scatter_cells(
     coordinates: np.ndarray,
     *,
     basis: str,
-    components: tuple[int, int],
+    dimensions: tuple[int, int],
     color: str | None,
     ax: Axes,
     scatter_kwargs: Mapping,
@@ -263,7 +325,7 @@ def scatter_cells(
     axis_name: str | None = None,
     colorbar_label: str | None = None,
 ) -> Axes:
-    """Scatter cells at ``coordinates[:, components]`` coloured by an obs key or gene.
+    """Scatter cells at ``coordinates[:, dimensions]`` (0-based) coloured by an obs key or gene.
 
     Delegates to ``scanpy.pl.embedding`` (legends, colorbars, palettes, NaN
     handling, every scanpy scatter option) on a stand-in AnnData that holds just
@@ -325,14 +387,14 @@ def scatter_cells(
         stand_in,
         basis=name,
         color=color,
-        components=f"{components[0] + 1},{components[1] + 1}",  # scanpy counts from 1
+        components=f"{dimensions[0] + 1},{dimensions[1] + 1}",  # scanpy counts from 1
         ax=ax,
         show=False,
         **kwargs,
     )
     axis_name = basis_label(adata, basis) if axis_name is None else axis_name
-    ax.set_xlabel(f"{axis_name} {components[0] + 1}")
-    ax.set_ylabel(f"{axis_name} {components[1] + 1}")
+    ax.set_xlabel(f"{axis_name} {dimensions[0] + 1}")
+    ax.set_ylabel(f"{axis_name} {dimensions[1] + 1}")
     if color is not None:
         label_colorbar(ax, obs_label(adata, color, short=True) if colorbar_label is None else colorbar_label)
     return ax

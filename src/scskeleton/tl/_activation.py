@@ -10,13 +10,12 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.stats import association as association_core
-from .._schema import read_graph
-from ._inputs import check_key
+from .._schema import read_graph, resolve_key
+from ._inputs import check_key, gene_columns
 from ._results import plain_params
 from ._trends import (
     _count,
     _expression,
-    _gene_columns,
     _lineage_cells,
     _per_gene,
     _reading_threads,
@@ -26,10 +25,12 @@ from ._trends import (
 
 def activation(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
+    use_raw: bool = False,
+    gene_symbols: str | None = None,
     alpha: float = 0.05,
     min_rise: float = association_core.MIN_RISE,
     direction: str = "up",
@@ -62,8 +63,9 @@ def activation(
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph (a tree), e.g. ``"rpg"``.
-    genes, layer, n_knots
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+        It must be a tree.
+    genes, layer, use_raw, gene_symbols, n_knots
         As in :func:`trends`.
     alpha
         Chance that a curve which does not rise is called rising anywhere
@@ -106,11 +108,12 @@ def activation(
     >>> sks.tl.activation(adata, "rpg", genes=called)
     >>> adata.var.loc[called, "rpg_activation_time"].sort_values()
     """
+    key = resolve_key(adata, key)
     read_graph(adata, key)
     name = check_key(key_added, f"{key}_activation")
     chains, membership, group, rows, pseudotime = _lineage_cells(adata, key)
-    matrix, layer_name = _expression(adata, layer)
-    columns = _gene_columns(adata, genes)
+    matrix, source = _expression(adata, layer, use_raw)
+    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     if direction not in association_core.DIRECTIONS:
         raise ValueError(f"direction must be one of {association_core.DIRECTIONS}; got {direction!r}.")
     start = logg.info(f"timing the activation of {_count(columns, adata)} genes along {len(chains)} lineage(s)")
@@ -137,7 +140,7 @@ def activation(
     adata.var[f"{name}_lineage"] = pd.Categorical.from_codes(codes, categories=leaves)
     adata.uns[name] = {
         "method": "activation",
-        "params": plain_params(dict(key=key, layer=layer_name, n_genes=tested.size, alpha=alpha, min_rise=min_rise,
+        "params": plain_params(dict(key=key, **source, n_genes=tested.size, alpha=alpha, min_rise=min_rise,
                                     direction=direction, n_knots=n_knots, df=df, n_grid=n_grid)),
         "graph": key,
         "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},

@@ -11,7 +11,7 @@ from .._core.cellgraphs import esl as core
 from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
 from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from .._schema import component_key
-from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
 from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
@@ -27,6 +27,7 @@ def esl(
     lam: float = 0.9,
     C: float = 1.0,
     n_neighbors: int | None = None,
+    neighbors_key: str | None = None,
     maxiter: int = 1000,
     tol: float = 1e-9,
     n_landmarks: int | None = None,
@@ -108,6 +109,14 @@ def esl(
         memory beyond). An integer k: the symmetrised k-NN graph, with the
         affinities of eq. (1) normalised over each cell's candidates
         (k = N - 1 is all pairs). Must exceed ``perplexity``.
+    neighbors_key
+        Instead of building the candidate graph: reuse the kNN graph of
+        ``sc.pp.neighbors`` stored under ``adata.uns[neighbors_key]``
+        (``"neighbors"`` for its default ``key_added``), symmetrised; the
+        distances φ stay those of ``use_rep``. Not with ``n_neighbors`` nor with
+        landmarks. ``params`` records it, and as ``n_neighbors`` the fewest
+        neighbours of a cell in it, which must exceed ``perplexity``
+        (the affinities of eq. (1) are normalised over them).
     maxiter, tol
         L-BFGS-B stops after ``maxiter`` iterations or when the relative
         decrease of the objective falls below ``tol``.
@@ -161,6 +170,7 @@ def esl(
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="ESL")
     n_points = data.shape[0] if n_landmarks is None else n_landmarks
+    edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="ESL")
     core.check_esl_parameters(n_points, n_components=n_components, perplexity=perplexity, lam=lam, C=C,
                               n_neighbors=n_neighbors)
     points = fit_points(data, n_landmarks, random_state)
@@ -178,6 +188,7 @@ def esl(
             n_neighbors=n_neighbors,
             maxiter=maxiter,
             tol=tol,
+            edges=edges,
             callback=run.callback,
         )
         graph = None if n_landmarks is None else landmark_graph(
@@ -201,6 +212,7 @@ def esl(
         "maxiter": maxiter,
         "tol": tol,
         "random_state": random_state,
+        **({} if neighbors_key is None else {"neighbors_key": neighbors_key}),
     }
     fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
     uns = {"n_structures": result.n_structures, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)}

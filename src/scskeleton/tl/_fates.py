@@ -7,11 +7,19 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.trees import fates as core
-from .._schema import cell_assignment, column_sums, fate_entropy_key, fate_probabilities_key, member_cells, read_graph
+from .._schema import (
+    cell_assignment,
+    column_sums,
+    fate_entropy_key,
+    fate_probabilities_key,
+    member_cells,
+    read_graph,
+    resolve_key,
+)
 from ._results import update_entry
 
 
-def fate_probabilities(adata: AnnData, key: str, *, copy: bool = False) -> AnnData | None:
+def fate_probabilities(adata: AnnData, key: str | None = None, *, copy: bool = False) -> AnnData | None:
     """Probability of each cell to end in each tip (leaf) of the trajectory, and the entropy of that choice.
 
     The trajectory of ``tl.pseudotime`` is read as a tree directed away from
@@ -32,7 +40,8 @@ def fate_probabilities(adata: AnnData, key: str, *, copy: bool = False) -> AnnDa
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``. The trajectory must be a tree
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+        The trajectory must be a tree
         in every rooted component: a graph with cycles (``tl.rpg_l1``, the cell
         graphs of ``tl.mpme``, ``tl.spl``, ``tl.esl``, ``tl.fsl``) has no single
         way down from the root, and raises a ValueError; fit a principal tree
@@ -66,6 +75,7 @@ def fate_probabilities(adata: AnnData, key: str, *, copy: bool = False) -> AnnDa
     >>> sks.tl.fate_probabilities(adata, "ddrtree")
     >>> sks.pl.fates(adata, "ddrtree")
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     entry = adata.uns[key]
     if "milestones" not in entry or "segments" not in entry:

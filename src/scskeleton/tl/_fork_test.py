@@ -10,7 +10,8 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.stats import branches as branch_core
-from ._inputs import check_key
+from .._schema import resolve_key
+from ._inputs import check_key, gene_columns
 from ._results import plain_params
 from ._trends import (
     _MODEL,
@@ -19,7 +20,6 @@ from ._trends import (
     _expression,
     _fork_cells,
     _fork_edges,
-    _gene_columns,
     _per_cell,
     _per_gene,
     _reading_threads,
@@ -29,12 +29,14 @@ from ._trends import (
 
 def fork_test(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     branch_point: int | str,
     window: float | None = None,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
+    use_raw: bool = False,
+    gene_symbols: str | None = None,
     n_knots: int = 10,
     df: float = 6.0,
     n_grid: int = 100,
@@ -66,7 +68,7 @@ def fork_test(
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"rpg"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     branch_point
         The fork: a node index, one of ``adata.uns[key]["branch_points"]``, or
         its milestone name (``"fork 1"``).
@@ -76,7 +78,7 @@ def fork_test(
         the 95th percentile of its cells' time past the fork), so no branch is
         compared where it has no cells. A short window asks about the first
         decisions after the fork.
-    genes, layer, n_knots, n_grid
+    genes, layer, use_raw, gene_symbols, n_knots, n_grid
         As in :func:`trends`.
     df
         Effective degrees of freedom of each curve (> 2; default 6), lowered
@@ -122,10 +124,11 @@ def fork_test(
     >>> sks.tl.fork_test(adata, "rpg", branch_point=fork)
     >>> adata.var.sort_values("rpg_fork_test_qval")[["rpg_fork_test_up", "rpg_fork_test_effect"]].head()
     """
+    key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_fork_test")
     fork = _fork_cells(adata, key, branch_point)
-    matrix, layer_name = _expression(adata, layer)
-    columns = _gene_columns(adata, genes)
+    matrix, source = _expression(adata, layer, use_raw)
+    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     rows = fork.rows
     start = logg.info(
         f"testing {_count(columns, adata)} genes for differences just after the fork at node "
@@ -163,7 +166,7 @@ def fork_test(
     adata.uns[name] = {
         "method": "fork_test",
         "params": plain_params(dict(
-            key=key, branch_point=fork.branch_point, window=result.window, layer=layer_name, n_genes=tested.size,
+            key=key, branch_point=fork.branch_point, window=result.window, **source, n_genes=tested.size,
             n_knots=n_knots, df=df, n_grid=n_grid, registration=registration,
         )),
         "graph": key,

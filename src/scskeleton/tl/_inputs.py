@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 from anndata import AnnData
 from scipy import sparse
 
+from .._core.graphs import graph_edges
 from .._core.validation import as_float_matrix, check_integer
 from .._dask import is_dask
 
@@ -69,16 +72,24 @@ def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None
     return as_float_matrix(values, where)
 
 
-def get_expression(adata: AnnData, *, layer: str | None, lazy: bool = False):
-    """The cells × genes matrix ``adata.X`` (``layer=None``) or ``adata.layers[layer]``,
-    as stored (dense or sparse, not copied), and where it was found, for messages.
+def get_expression(adata: AnnData, *, layer: str | None, use_raw: bool = False, lazy: bool = False):
+    """The cells × genes matrix ``adata.X`` (``layer=None``), ``adata.layers[layer]`` or, with
+    ``use_raw=True``, ``adata.raw.X`` for the genes of ``adata.var_names`` (:func:`raw_expression`), as
+    stored (dense or sparse, not copied), and where it was found, for messages.
 
-    With ``lazy=True`` (tools with a chunked path) a dask array is returned as
-    it is, never loaded: its values are checked and converted chunk by chunk
-    by the tool."""
+    ``layer`` and ``use_raw`` mean what they mean in scanpy; passing both is an
+    error, as there. With ``lazy=True`` (tools with a chunked path) a dask
+    array is returned as it is, never loaded: its values are checked and
+    converted chunk by chunk by the tool."""
     if not isinstance(adata, AnnData):
         raise TypeError(f"Expected an AnnData object; got {type(adata).__name__}.")
-    if layer is None:
+    if not isinstance(use_raw, bool | np.bool_):
+        raise ValueError(f"use_raw must be True or False; got {use_raw!r}.")
+    if use_raw:
+        if layer is not None:
+            raise ValueError(f"Pass either use_raw=True or layer={layer!r}, not both (as in scanpy).")
+        values, where = raw_expression(adata), "adata.raw.X"
+    elif layer is None:
         if adata.X is None:
             raise KeyError("adata.X is empty; pass layer=<a key of adata.layers> instead.")
         values, where = adata.X, "adata.X"
@@ -98,6 +109,70 @@ def get_expression(adata: AnnData, *, layer: str | None, lazy: bool = False):
     if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
         raise ValueError(f"{where} must be numeric; got dtype {values.dtype}.")
     return values, where
+
+
+def raw_expression(adata: AnnData):
+    """``adata.raw.X`` with the columns of ``adata.var_names``, in their order.
+
+    Gene-level results are stored per gene of ``adata.var`` (``var``/``varm``
+    columns), so ``use_raw`` reads the raw values of those genes; ``adata.raw``
+    usually holds more (all genes before a highly-variable selection). Not a
+    copy when the genes are the same; otherwise only those columns are copied.
+    """
+    raw = adata.raw
+    if raw is None:
+        raise ValueError("use_raw=True, but adata.raw is None: set adata.raw = adata before filtering or scaling "
+                         "the genes, or pass layer= instead.")
+    if raw.var_names.equals(adata.var_names):
+        return raw.X
+    if not raw.var_names.is_unique:
+        raise ValueError("adata.raw.var_names are not unique, so use_raw cannot tell which raw column is which gene.")
+    index = raw.var_names.get_indexer(adata.var_names)
+    missing = adata.var_names[index < 0]
+    if missing.size:
+        raise KeyError(f"use_raw=True reads the genes of adata.var from adata.raw, but {missing.size} of them are "
+                       f"not in adata.raw.var_names: {list(missing[:5])}.")
+    return raw.X[:, index]
+
+
+def check_gene_symbols(adata: AnnData, gene_symbols: str | None) -> None:
+    """KeyError unless ``gene_symbols`` is ``None`` or a column of ``adata.var`` (scanpy's ``gene_symbols``)."""
+    if gene_symbols is not None and (not isinstance(gene_symbols, str) or gene_symbols not in adata.var.columns):
+        raise KeyError(f"gene_symbols={gene_symbols!r} is not a column of adata.var; columns: "
+                       f"{list(adata.var.columns)}.")
+
+
+def gene_columns(adata: AnnData, genes, *, gene_symbols: str | None = None) -> np.ndarray | None:
+    """Column indices into ``adata.var`` of ``genes`` (``None``: all genes), named by ``var_names`` or, as
+    scanpy's ``gene_symbols``, by the ``adata.var`` column ``gene_symbols``."""
+    check_gene_symbols(adata, gene_symbols)
+    if genes is None:
+        return None
+    genes = [genes] if isinstance(genes, str) else list(genes)
+    if not genes:
+        raise ValueError("genes is empty; pass gene names or None for all genes.")
+    if gene_symbols is None:
+        where = "adata.var_names"
+        if not adata.var_names.is_unique:
+            raise ValueError("adata.var_names are not unique; run adata.var_names_make_unique() first.")
+        index = adata.var_names.get_indexer(genes)
+    else:
+        where = f"adata.var[{gene_symbols!r}]"
+        names = pd.Index(adata.var[gene_symbols].astype(str))
+        # a symbol column may repeat a name elsewhere; only the genes asked for must be unambiguous
+        repeated = names.duplicated(keep=False)
+        ambiguous = sorted(set(genes) & set(names[repeated]))
+        if ambiguous:
+            raise ValueError(f"{ambiguous[:5]} name several genes in {where}; name them by var_names instead "
+                             "(gene_symbols=None).")
+        positions = pd.Series(np.arange(names.size), index=names)[~repeated]
+        index = positions.reindex(genes).fillna(-1).to_numpy(dtype=np.intp)
+    unknown = [gene for gene, position in zip(genes, index) if position < 0]
+    if unknown:
+        raise KeyError(f"{len(unknown)} gene(s) not in {where}: {unknown[:5]}{' …' if len(unknown) > 5 else ''}.")
+    if np.unique(index).size != index.size:
+        raise ValueError("genes lists a gene more than once.")
+    return index.astype(np.intp)
 
 
 def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
@@ -165,3 +240,60 @@ def check_unique_obs_names(adata: AnnData, *, why: str) -> None:
         raise ValueError(
             f"adata.obs_names are not unique, so {why}; run adata.obs_names_make_unique() first."
         )
+
+
+def neighbors_edges(adata: AnnData, neighbors_key: str | None, *, n_neighbors: int | None,
+                    n_landmarks: int | None, method: str) -> np.ndarray | None:
+    """The candidate edges (E × 2, i < j) a cell-level learner reuses from ``sc.pp.neighbors``, or ``None``
+    (``neighbors_key=None``) for the learner to build its own kNN graph.
+
+    Read as scanpy reads it: ``adata.uns[neighbors_key]`` names the ``obsp``
+    matrices in ``distances_key`` / ``connectivities_key`` (for ``"neighbors"``
+    they default to ``"distances"`` / ``"connectivities"``; graphs of old
+    scanpy versions, stored in the ``uns`` entry itself, are read too). The
+    edges are the stored entries of the distances, each cell's nearest
+    neighbours, in either direction (the connectivities' when no distances are
+    stored): the symmetrised kNN graph the learner would build.
+    ``n_neighbors`` (the learner's own graph) and landmarks (``n_landmarks``,
+    a graph over other points) conflict with it and raise a ValueError.
+    """
+    if neighbors_key is None:
+        return None
+    if not isinstance(neighbors_key, str):
+        raise ValueError(f"neighbors_key must be a key of adata.uns written by sc.pp.neighbors, or None; "
+                         f"got {neighbors_key!r}.")
+    if n_neighbors is not None:
+        raise ValueError(f"Pass either n_neighbors= ({method} builds its own kNN graph) or neighbors_key= (it "
+                         "reuses the graph of sc.pp.neighbors), not both.")
+    if n_landmarks is not None:
+        raise ValueError(
+            f"neighbors_key={neighbors_key!r} gives a graph over the cells, but {method} is fitted on "
+            f"{n_landmarks:,} k-means landmarks here (n_landmarks, or more cells than its exact limit), which get "
+            "a kNN graph of their own. Leave neighbors_key=None, or fit the exact method on fewer cells."
+        )
+    entry = adata.uns.get(neighbors_key)
+    hint = "sc.pp.neighbors(adata)" if neighbors_key == "neighbors" else \
+        f"sc.pp.neighbors(adata, key_added={neighbors_key!r})"
+    if not isinstance(entry, Mapping):
+        raise KeyError(f"neighbors_key={neighbors_key!r} names no neighbors graph in adata.uns; run {hint} first, "
+                       f"or pass the key_added you used. Keys in .uns: {sorted(map(str, adata.uns))}.")
+    default = neighbors_key == "neighbors"
+    graph, where = None, None
+    for field, fallback in (("distances", "distances"), ("connectivities", "connectivities")):
+        name = entry.get(f"{field}_key", fallback if default else None)
+        if name is not None and name in adata.obsp:
+            graph, where = adata.obsp[name], f"adata.obsp[{name!r}]"
+            break
+        if field in entry:  # scanpy < 1.5 kept the graph in uns itself
+            graph, where = entry[field], f"adata.uns[{neighbors_key!r}][{field!r}]"
+            break
+    if graph is None:
+        raise KeyError(f"adata.uns[{neighbors_key!r}] names no distances or connectivities in adata.obsp; "
+                       f"rerun {hint}.")
+    if graph.shape != (adata.n_obs, adata.n_obs):
+        raise ValueError(f"{where} has shape {graph.shape}, but adata has {adata.n_obs} cells: the graph was "
+                         f"computed on other cells (a subset?). Rerun {hint} on this AnnData.")
+    edges = graph_edges(graph)
+    if edges.shape[0] == 0:
+        raise ValueError(f"{where} holds no edge between two cells; rerun {hint}.")
+    return edges

@@ -16,11 +16,13 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._schema import fate_probabilities_key, milestone_key, read_graph, unique_names
+from .._schema import fate_probabilities_key, milestone_key, read_graph, resolve_key, unique_names
 from ._results import update_entry
 
 
-def milestones(adata: AnnData, key: str, *, groupby: str | None = None, copy: bool = False) -> AnnData | None:
+def milestones(
+    adata: AnnData, key: str | None = None, *, groupby: str | None = None, copy: bool = False
+) -> AnnData | None:
     """Name the milestones of a trajectory after the cells around them.
 
     ``tl.pseudotime`` already names every milestone, the root(s), branch
@@ -41,7 +43,7 @@ def milestones(adata: AnnData, key: str, *, groupby: str | None = None, copy: bo
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     groupby
         An ``.obs`` column of labels, e.g. ``"cell_type"``; ``None`` restores
         the default names.
@@ -61,6 +63,7 @@ def milestones(adata: AnnData, key: str, *, groupby: str | None = None, copy: bo
     ``adata.uns[key]["fates"]``
         Renamed, when ``tl.fate_probabilities`` has run.
     """
+    key = resolve_key(adata, key)
     stored = _stored(adata, key)
     if groupby is None:
         names = _default_names(adata, key, stored)
@@ -73,7 +76,9 @@ def milestones(adata: AnnData, key: str, *, groupby: str | None = None, copy: bo
     return adata if copy else None
 
 
-def rename_milestones(adata: AnnData, key: str, mapping: Mapping[str, str], *, copy: bool = False) -> AnnData | None:
+def rename_milestones(
+    adata: AnnData, key: str | None = None, mapping: Mapping[str, str] | None = None, *, copy: bool = False
+) -> AnnData | None:
     """Rename some milestones of a trajectory.
 
     Parameters
@@ -81,7 +86,7 @@ def rename_milestones(adata: AnnData, key: str, mapping: Mapping[str, str], *, c
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     mapping
         ``{current name: new name}``, e.g. ``{"tip 1": "Ery", "tip 2": "Mk"}``;
         milestones not named keep their names. The new names must be non-empty
@@ -95,6 +100,7 @@ def rename_milestones(adata: AnnData, key: str, mapping: Mapping[str, str], *, c
     in :func:`milestones`. Unknown names raise a KeyError and duplicated names a
     ValueError, and leave ``adata`` unchanged.
     """
+    key = resolve_key(adata, key)
     stored = _stored(adata, key)
     current = list(stored["names"])
     if not isinstance(mapping, Mapping):

@@ -11,9 +11,8 @@ from scanpy import logging as logg
 
 from .._core.stats import modules as modules_core
 from .._core.validation import check_positive
-from ._inputs import check_key, check_random_state
+from ._inputs import check_key, check_random_state, gene_columns
 from ._results import plain_params
-from ._trends import _gene_columns
 
 #: Results whose fitted curves can be clustered.
 CURVE_RESULTS = ("trends", "branch_test", "fork_test", "association_test")
@@ -26,6 +25,7 @@ def trend_modules(
     n_modules: int | None = None,
     fdr: float = 0.05,
     genes: Sequence[str] | None = None,
+    gene_symbols: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     key_added: str | None = None,
     copy: bool = False,
@@ -59,6 +59,9 @@ def trend_modules(
         when ``genes`` is given.
     genes
         Cluster exactly these genes instead.
+    gene_symbols
+        An ``adata.var`` column that ``genes`` are named by, as in scanpy,
+        instead of ``var_names``.
     random_state
         Seed of the k-means restarts.
         ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
@@ -98,7 +101,7 @@ def trend_modules(
     curves = np.asarray(adata.varm[f"{result}_curves"], dtype=float)
     fdr = check_positive("fdr", fdr, role="false discovery rate")
     if genes is not None:
-        chosen = _gene_columns(adata, genes)
+        chosen = gene_columns(adata, genes, gene_symbols=gene_symbols)
     else:
         qvals = adata.var[f"{result}_qval"].to_numpy(dtype=float)
         chosen = np.flatnonzero(qvals < fdr)

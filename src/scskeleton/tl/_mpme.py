@@ -9,7 +9,7 @@ from scanpy import logging as logg
 from .._core.cellgraphs import mpme as core
 from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
 from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
 from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
@@ -24,6 +24,7 @@ def mpme(
     lam: float = 0.3,
     C: float = 10.0,
     n_neighbors: int | None = None,
+    neighbors_key: str | None = None,
     sigma: float | None = None,
     phi_scale: float | None = None,
     decoder: str = "kpca",
@@ -108,6 +109,13 @@ def mpme(
         30-nearest-neighbour graph above (O(N·k) variables; on the generated
         data its optimum matches the all-pairs one). An integer k: the
         symmetrised k-NN graph (1 ≤ k < N; k = N - 1 is all pairs).
+    neighbors_key
+        Instead of building the candidate graph: reuse the kNN graph of
+        ``sc.pp.neighbors`` stored under ``adata.uns[neighbors_key]``
+        (``"neighbors"`` for its default ``key_added``), symmetrised; the
+        distances φ stay those of ``use_rep``. Not with ``n_neighbors`` nor with
+        landmarks. ``params`` records it, and as ``n_neighbors`` the fewest
+        neighbours of a cell in it.
     sigma
         ``None``: φ is the squared Euclidean distance. A positive value: the
         Gaussian-kernel distance φ_ij = 2 - 2·exp(-‖y_i - y_j‖²/sigma) (§3.2),
@@ -165,6 +173,7 @@ def mpme(
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="MPME")
+    edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="MPME")
     points = fit_points(data, n_landmarks, random_state)
     n_points = points.shape[0]
 
@@ -183,6 +192,7 @@ def mpme(
             decoder=decoder,
             maxiter=maxiter,
             tol=tol,
+            edges=edges,
             callback=run.callback,
         )
         graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
@@ -212,6 +222,7 @@ def mpme(
         "maxiter": maxiter,
         "tol": tol,
         "random_state": random_state,
+        **({} if neighbors_key is None else {"neighbors_key": neighbors_key}),
     }
     fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
     uns = {"n_nonzero": result.n_nonzero, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)}

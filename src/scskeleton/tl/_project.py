@@ -22,6 +22,7 @@ from .._schema import (
     is_cell_graph,
     latent_key,
     read_graph,
+    resolve_key,
 )
 from ._fates import node_fate_table
 from ._inputs import check_key, get_representation
@@ -34,7 +35,7 @@ NODE_SPACE_METHODS = ("rpg", "rpg_l1")
 LANDMARK_METHODS = ("mpme", "spl", "esl", "fsl", "convex_embedding")
 
 
-def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str | None = None,
+def project(adata_new: AnnData, adata_ref: AnnData, key: str | None = None, *, key_added: str | None = None,
             copy: bool = False) -> AnnData | None:
     """Place new cells on a skeleton fitted to reference cells.
 
@@ -77,7 +78,7 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
         raise a ValueError, as does ``tl.fsl``'s landmark graph, whose nodes
         live in its embedding only.
     key
-        Key of the graph in ``adata_ref``, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata_ref.uns``; ``None`` uses the only one fitted.
     key_added
         Key of the result in ``adata_new``; default ``key``.
     copy
@@ -103,6 +104,7 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str, *, key_added: str 
     ``adata_new.obsm[f"{key}_fate_probabilities"]``, ``adata_new.obs[f"{key}_fate_entropy"]``
         When the reference has fate probabilities.
     """
+    key = resolve_key(adata_ref, key)
     graph = read_graph(adata_ref, key)
     entry = adata_ref.uns[key]
     new_key = check_key(key_added, key)

@@ -9,10 +9,14 @@ from scanpy import logging as logg
 from .._core.cellgraphs import spl as core
 from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
 from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from .._core.graphs import fewest_neighbours
+from ._inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
 from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 from ._progress import solver_run
 from ._results import write_result
+
+#: k of the kNN graph S lives on when neither n_neighbors nor neighbors_key is given (the paper's setting).
+DEFAULT_NEIGHBORS = 10
 
 
 def spl(
@@ -21,7 +25,8 @@ def spl(
     use_rep: str | None = "X_pca",
     n_pcs: int | None = None,
     n_components: int = 2,
-    n_neighbors: int = 10,
+    n_neighbors: int | None = None,
+    neighbors_key: str | None = None,
     gamma: float = 1e-3,
     C: float = 1e3,
     phi_scale: float | None = None,
@@ -84,8 +89,15 @@ def spl(
         d, dimension of the embedding and of W (≤ the number of features).
         Default 2.
     n_neighbors
-        k of the symmetrised kNN graph on which S lives (1 ≤ k < N). Default
-        10 (the paper's setting for its synthetic data).
+        k of the symmetrised kNN graph on which S lives (1 ≤ k < N). ``None``
+        (default): 10, the paper's setting for its synthetic data.
+    neighbors_key
+        Instead of building that graph: reuse the kNN graph of
+        ``sc.pp.neighbors`` stored under ``adata.uns[neighbors_key]``
+        (``"neighbors"`` for its default ``key_added``), symmetrised; the
+        distances φ stay those of ``use_rep``. Not with ``n_neighbors`` nor with
+        landmarks. ``params`` records it, and as ``n_neighbors`` the fewest
+        neighbours of a cell in it.
     gamma
         γ ≥ 0, noise precision of the likelihood (eq. 5). Small values
         (default 1e-3, the paper's choice) keep the data's shape; γ = 0
@@ -138,6 +150,11 @@ def spl(
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="SPL")
+    edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="SPL")
+    if edges is None and n_neighbors is None:
+        n_neighbors = DEFAULT_NEIGHBORS
+    elif edges is not None:
+        n_neighbors = fewest_neighbours(edges, adata.n_obs)
     points = fit_points(data, n_landmarks, random_state)
     n_points = points.shape[0]
 
@@ -154,6 +171,7 @@ def spl(
             phi_scale=phi_scale,
             maxiter=maxiter,
             tol=tol,
+            edges=edges,
             callback=run.callback,
         )
         graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
@@ -174,6 +192,7 @@ def spl(
         "maxiter": maxiter,
         "tol": tol,
         "random_state": random_state,
+        **({} if neighbors_key is None else {"neighbors_key": neighbors_key}),
     }
     fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
     uns = {"projection": result.projection, "n_nonzero": result.n_nonzero}

@@ -22,6 +22,7 @@ from .._schema import (
     member_cells,
     pseudotime_key,
     read_graph,
+    resolve_key,
 )
 from ._fates import fate_probabilities
 from ._inputs import check_key
@@ -35,7 +36,7 @@ MIN_BRANCH_CELLS = 10
 
 def subset_tree(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     start=None,
     end=None,
@@ -71,7 +72,7 @@ def subset_tree(
         and ``tl.fsl`` raise a ValueError: every cell is a node, so a subset
         needs its own fit.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     start, end
         The ends of the path to keep: node indices or milestone names
         (``"root"``, ``"tip 2"``).
@@ -102,6 +103,7 @@ def subset_tree(
     and, when ``key`` had them, the fields of ``tl.pseudotime`` and
     ``tl.fate_probabilities``.
     """
+    key = resolve_key(adata, key)
     graph = _node_graph(adata, key, "subset_tree")
     new_key = check_key(key_added, f"{key}_subset")
     if new_key == key:
@@ -144,7 +146,7 @@ def subset_tree(
 
 def cleanup(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     min_cells: float = MIN_BRANCH_CELLS,
     min_length: float = 0.0,
@@ -168,7 +170,7 @@ def cleanup(
         Annotated data matrix with a node graph (``tl.ddrtree``, ``tl.rpg``,
         ``tl.rpg_l1``, or a ``tl.subset_tree`` result).
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     min_cells
         Smallest number of cells a terminal branch must hold; default 10.
     min_length
@@ -187,6 +189,7 @@ def cleanup(
     milestone names are the defaults again, and results of other tools keyed
     by segments (``tl.branch_test``, …) refer to the old trajectory.
     """
+    key = resolve_key(adata, key)
     graph = _node_graph(adata, key, "cleanup")
     min_cells = check_positive("min_cells", min_cells, allow_zero=True, role="cells a terminal branch must hold")
     min_length = check_positive("min_length", min_length, allow_zero=True, role="length a terminal branch must have")

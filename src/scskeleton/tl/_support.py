@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -13,7 +13,7 @@ from scanpy import logging as logg
 
 from .._core.trees import support as core
 from .._core.validation import check_integer
-from .._schema import StoredGraph, cell_projection, is_cell_graph, read_graph
+from .._schema import StoredGraph, cell_projection, is_cell_graph, read_graph, resolve_key
 from . import _progress
 from ._ddrtree import ddrtree
 from ._inputs import check_random_state, get_representation
@@ -35,7 +35,7 @@ _REFIT_KEY = "refit"
 
 def branch_support(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     n_boot: int = 20,
     fraction: float = 0.8,
@@ -74,7 +74,7 @@ def branch_support(
         Annotated data matrix with a tree fitted by ``tl.ddrtree``, ``tl.rpg``
         or ``tl.rpg_l1``, and the representation it was fitted on.
     key
-        Key of the tree (the learner's ``key_added``), e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     n_boot
         Number of refits, ≥ 1. Default 20. The cost is ``n_boot`` fits on
         ``fraction`` of the cells.
@@ -115,6 +115,7 @@ def branch_support(
     >>> sks.tl.branch_support(adata, "ddrtree", n_boot=10)
     >>> adata.uns["ddrtree"]["branch_support"]["branch_point_support"]
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     learner = _learner(adata, key, graph)
     params = adata.uns[key].get("params")

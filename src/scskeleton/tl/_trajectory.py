@@ -24,6 +24,7 @@ from .._schema import (
     milestone_key,
     pseudotime_key,
     read_graph,
+    resolve_key,
     segment_key,
 )
 from ._fates import clear_fates
@@ -37,7 +38,7 @@ EXTREME_QUANTILE = 0.05
 
 def root(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     node: int | None = None,
     cell: str | int | None = None,
@@ -78,7 +79,7 @@ def root(
     adata
         Annotated data matrix with a graph fitted, e.g. by ``tl.ddrtree``.
     key
-        Key of the graph (``key_added`` of the learner), e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
         Node graphs (``tl.ddrtree``, ``tl.rpg``, ``tl.rpg_l1``) and the cell
         graphs of ``tl.mpme``, ``tl.spl``, ``tl.esl`` and ``tl.fsl`` (every
         cell is a node, at its embedding ``obsm[f"X_{key}"]``) both work.
@@ -114,6 +115,7 @@ def root(
     ``adata.uns[key]["root"]``: the root node index, or an array of node
     indices (one per rooted component). Run :func:`pseudotime` next.
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     given = {
         name: value
@@ -192,7 +194,12 @@ def _node_indices(adata: AnnData, key: str, node, n_nodes: int) -> np.ndarray:
 
 
 def pseudotime(
-    adata: AnnData, key: str, *, min_branch_nodes: int | None = None, min_support: float = 0.0, copy: bool = False
+    adata: AnnData,
+    key: str | None = None,
+    *,
+    min_branch_nodes: int | None = None,
+    min_support: float = 0.0,
+    copy: bool = False,
 ) -> AnnData | None:
     """Geodesic pseudotime, branch points, leaves and segments of a stored graph.
 
@@ -219,7 +226,7 @@ def pseudotime(
     adata
         Annotated data matrix with a graph and a root (:func:`root`).
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     min_branch_nodes
         Terminal branches with fewer nodes are pruned from the topology; 0 or 1
         keeps every branch. ``None``: 0 for trees the learner already pruned
@@ -257,6 +264,7 @@ def pseudotime(
     Fate probabilities of an earlier ``tl.fate_probabilities`` run refer to
     the old topology and are removed.
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     if not graph.roots.size:
         raise KeyError(
@@ -375,7 +383,7 @@ def _unsupported_leaves(entry, min_support) -> np.ndarray:
     return np.asarray(support["leaves"])[np.asarray(support["leaf_support"]) < min_support]
 
 
-def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
+def path(adata: AnnData, key: str | None = None, start=None, end=None) -> pd.DataFrame:
     """The cells on the shortest graph path between two nodes or two groups.
 
     Parameters
@@ -383,7 +391,7 @@ def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
     adata
         Annotated data matrix with a fitted graph.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     start, end
         A node index, a milestone name (``"root"``, ``"tip 1"``, see
         :func:`milestones`), or ``(obs_key, value)`` for a group of cells,
@@ -395,6 +403,7 @@ def path(adata: AnnData, key: str, start, end) -> pd.DataFrame:
     ``position`` (distance from the start along the path), ``node`` (the cell's
     nearest node) and, when :func:`pseudotime` has run, ``pseudotime``.
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     check_unique_obs_names(adata, why="the cells of a path, indexed by name, could not be told apart")
     first = _path_end(adata, graph, start, "start")

@@ -19,16 +19,13 @@ from .._core.stats import splines
 from .._core.stats import trends as trend_core
 from .._core.trees import trajectory as trajectory_core
 from .._dask import is_dask, require_dask
-from .._schema import pseudotime_key, read_graph, segment_key
-from ._inputs import check_key, get_expression
+from .._schema import MAIN_MATRIX, pseudotime_key, read_graph, resolve_key, segment_key
+from ._inputs import check_key, gene_columns, get_expression
 from ._milestones import resolve_node, resolve_segment
 from ._results import plain_params
 from ._threads import chunked_solver_threads
 from ._trajectory import _path_end
 from ._trajectory import path as path_cells
-
-#: ``params["layer"]`` of a result fitted on ``adata.X``.
-MAIN_MATRIX = "X"
 
 _MODEL = """
     Each gene's expression y is fitted against pseudotime t by a penalised
@@ -47,12 +44,14 @@ _MODEL = """
 
 def trends(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     path: tuple | None = None,
     segment: str | int | None = None,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
+    use_raw: bool = False,
+    gene_symbols: str | None = None,
     n_knots: int = 10,
     df: float | None = 6.0,
     n_grid: int = 100,
@@ -71,7 +70,7 @@ def trends(
     adata
         Annotated data matrix with a graph, e.g. from ``tl.ddrtree`` or ``tl.rpg``.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     path
         ``(start, end)``: node indices, milestone names (``("root", "tip 2")``)
         or ``(obs_key, value)`` groups, as in :func:`~scskeleton.tl.path`. The cells on the shortest graph path
@@ -83,10 +82,20 @@ def trends(
         (``"fork 1 → tip 2"``, ``uns[key]["milestones"]["segment_labels"]``);
         its cells are fitted against their pseudotime.
     genes
-        Genes to fit (names in ``var_names``); default all.
+        Genes to fit (names in ``var_names``, or in ``adata.var[gene_symbols]``);
+        default all.
     layer
         Layer holding the expression; default ``adata.X``. Use log-normalised
         values: the model is Gaussian with constant variance.
+    use_raw
+        Fit ``adata.raw.X`` instead, for the genes of ``adata.var`` (the results
+        fill their ``var`` / ``varm`` rows); not together with ``layer``.
+        Default ``False``: unlike scanpy's plots, a tool does not switch to
+        ``adata.raw`` because it exists. ``params`` records ``layer`` and
+        ``use_raw``, and ``sks.pl.trends`` draws the cells from that matrix.
+    gene_symbols
+        An ``adata.var`` column that ``genes`` are named by, as in scanpy,
+        instead of ``var_names``.
     n_knots
         Knots at quantiles of the cells' pseudotime, the two ends included;
         n_knots + 2 cubic B-splines. More knots allow sharper changes only when
@@ -139,12 +148,13 @@ def trends(
     >>> sks.tl.trends(adata, "ddrtree", path=(root, tips[0]))
     >>> sks.pl.trends(adata, "ddrtree_trends", ["gene_0", "gene_45"])
     """
+    key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     name = check_key(key_added, f"{key}_trends")
     if (path is None) == (segment is None):
         raise ValueError("Give exactly one of path=(start, end) or segment=<segment id>.")
-    matrix, layer_name = _expression(adata, layer)
-    columns = _gene_columns(adata, genes)
+    matrix, source = _expression(adata, layer, use_raw)
+    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     if path is not None:
         if not (isinstance(path, tuple | list) and len(path) == 2):
             raise ValueError(f"path must be (start, end), each a node index or (obs_key, value); got {path!r}.")
@@ -185,7 +195,7 @@ def trends(
             key=key,
             path=str(tuple(path)) if path is not None else "",
             segment=segment if segment is not None else "",
-            layer=layer_name,
+            **source,
             n_genes=fitted.size,
             n_knots=n_knots,
             df=df if df is not None else "gcv",
@@ -212,11 +222,13 @@ trends.__doc__ = trends.__doc__.replace("{model}", _MODEL)
 
 def branch_test(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     branch_point: int | str,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
+    use_raw: bool = False,
+    gene_symbols: str | None = None,
     n_knots: int = 10,
     df: float = 6.0,
     n_grid: int = 100,
@@ -246,11 +258,11 @@ def branch_test(
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph, e.g. ``"ddrtree"``.
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     branch_point
         The fork: a node index, one of ``adata.uns[key]["branch_points"]``, or
         its milestone name (``"fork 1"``).
-    genes, layer, n_knots, n_grid
+    genes, layer, use_raw, gene_symbols, n_knots, n_grid
         As in :func:`trends`.
     df
         Effective degrees of freedom of each curve (> 2). Enough for the
@@ -317,10 +329,11 @@ def branch_test(
     >>> adata.var.sort_values("ddrtree_branch_test_qval").head()
     >>> sks.pl.branch_heatmap(adata, "ddrtree_branch_test")
     """
+    key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_branch_test")
     fork = _fork_cells(adata, key, branch_point)
-    matrix, layer_name = _expression(adata, layer)
-    columns = _gene_columns(adata, genes)
+    matrix, source = _expression(adata, layer, use_raw)
+    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     trunk, branches, branch_names, group, rows, pseudotime = (
         fork.trunk, fork.branches, fork.names, fork.group, fork.rows, fork.pseudotime
     )
@@ -355,7 +368,7 @@ def branch_test(
     adata.uns[name] = {
         "method": "branch_test",
         "params": plain_params(dict(
-            key=key, branch_point=fork.branch_point, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
+            key=key, branch_point=fork.branch_point, **source, n_genes=tested.size, n_knots=n_knots, df=df,
             n_grid=n_grid, registration=registration,
         )),
         "graph": key,
@@ -385,10 +398,12 @@ branch_test.__doc__ = branch_test.__doc__.replace("{model}", _MODEL)
 
 def association_test(
     adata: AnnData,
-    key: str,
+    key: str | None = None,
     *,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
+    use_raw: bool = False,
+    gene_symbols: str | None = None,
     n_knots: int = 10,
     df: float = 6.0,
     n_grid: int = 100,
@@ -416,8 +431,9 @@ def association_test(
     adata
         Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
     key
-        Key of the graph (a tree), e.g. ``"rpg"``.
-    genes, layer, n_knots, n_grid
+        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+        It must be a tree.
+    genes, layer, use_raw, gene_symbols, n_knots, n_grid
         As in :func:`trends`.
     df
         Effective degrees of freedom of every curve (> 2; default 6), lowered
@@ -453,11 +469,12 @@ def association_test(
     >>> sks.tl.association_test(adata, "rpg")
     >>> adata.var.sort_values("rpg_association_qval").head()
     """
+    key = resolve_key(adata, key)
     read_graph(adata, key)
     name = check_key(key_added, f"{key}_association")
     chains, membership, group, rows, pseudotime = _lineage_cells(adata, key)
-    matrix, layer_name = _expression(adata, layer)
-    columns = _gene_columns(adata, genes)
+    matrix, source = _expression(adata, layer, use_raw)
+    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     start = logg.info(
         f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
         f"({rows.size} cells)"
@@ -479,7 +496,7 @@ def association_test(
         adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
     adata.uns[name] = {
         "method": "association_test",
-        "params": plain_params(dict(key=key, layer=layer_name, n_genes=tested.size, n_knots=n_knots, df=df,
+        "params": plain_params(dict(key=key, **source, n_genes=tested.size, n_knots=n_knots, df=df,
                                     n_grid=n_grid)),
         "graph": key,
         "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},
@@ -577,43 +594,25 @@ def _degenerate_note(result) -> str:
             "were not tested (F = 0, p = 1)")
 
 
-def _expression(adata: AnnData, layer: str | None):
-    """The cells × genes matrix to fit (not copied) and its name for ``params``.
+def _expression(adata: AnnData, layer: str | None, use_raw: bool) -> tuple[object, dict]:
+    """The cells × genes matrix to fit (not copied) and where it came from, for ``params``: ``layer``
+    (:data:`MAIN_MATRIX` for ``X``) and ``use_raw``, which the plots read back to draw what was fitted.
 
     A dask array is wrapped for the chunked pass (:class:`scskeleton._dask.stats.ChunkedExpression`)
     and never loaded."""
-    matrix, _ = get_expression(adata, layer=layer, lazy=True)
+    matrix, _ = get_expression(adata, layer=layer, use_raw=use_raw, lazy=True)
     if is_dask(matrix):
         require_dask("This test")
         from .._dask.stats import ChunkedExpression
 
         matrix = ChunkedExpression(matrix)
-    return matrix, MAIN_MATRIX if layer is None else layer
+    return matrix, {"layer": MAIN_MATRIX if layer is None else layer, "use_raw": bool(use_raw)}
 
 
 def _reading_threads(matrix) -> AbstractContextManager:
     """One BLAS thread per task while a dask matrix is read: dask runs its chunks in parallel already
     (:func:`~scskeleton.tl._threads.chunked_solver_threads`). In-memory input keeps the caller's threads."""
     return chunked_solver_threads() if splines.is_chunked(matrix) else nullcontext()
-
-
-def _gene_columns(adata: AnnData, genes) -> np.ndarray | None:
-    """Column indices of ``genes`` (None: all genes)."""
-    if genes is None:
-        return None
-    genes = [genes] if isinstance(genes, str) else list(genes)
-    if not genes:
-        raise ValueError("genes is empty; pass gene names or None for all genes.")
-    if not adata.var_names.is_unique:
-        raise ValueError("adata.var_names are not unique; run adata.var_names_make_unique() first.")
-    index = adata.var_names.get_indexer(genes)
-    unknown = [gene for gene, position in zip(genes, index) if position < 0]
-    if unknown:
-        raise KeyError(f"{len(unknown)} gene(s) not in adata.var_names: {unknown[:5]}"
-                       f"{' …' if len(unknown) > 5 else ''}.")
-    if np.unique(index).size != index.size:
-        raise ValueError("genes lists a gene more than once.")
-    return index.astype(np.intp)
 
 
 def _segment(adata: AnnData, key: str, segment) -> tuple[str, np.ndarray]:

@@ -37,8 +37,8 @@ from scipy.sparse import csgraph
 
 from .affinities import symmetric_edge_affinities
 from ..embed import kernel_pca_per_component
-from ..graphs import from_edges
-from .logdet import candidate_edges, check_dense_size, laplacian_logdet, minimize_box
+from ..graphs import fewest_neighbours, from_edges
+from .logdet import candidate_edges, check_candidate_edges, check_dense_size, laplacian_logdet, minimize_box
 from ..validation import as_float_matrix, check_integer, check_positive
 
 #: With ``n_neighbors=None``, all pairs are candidates up to this many points;
@@ -170,6 +170,7 @@ def esl(
     n_neighbors: int | None = None,
     maxiter: int = 1000,
     tol: float = 1e-9,
+    edges: np.ndarray | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> ESLResult:
     """Algorithm 1: affinities, λ by eq. (26), W by L-BFGS-B on (20), per-component KPCA.
@@ -179,7 +180,11 @@ def esl(
     ``None`` takes all pairs up to MAX_ALL_PAIRS points and the 3·perplexity
     nearest neighbours above (affinities of eq. 1 then normalised over them).
     L-BFGS-B stops at relative decrease < ``tol`` or after ``maxiter``
-    iterations. Raises ValueError when the solution is the trivial W = 0.
+    iterations. ``edges`` (E × 2 point pairs, e.g. the kNN graph of
+    ``sc.pp.neighbors``) gives the candidate edges directly instead of
+    ``n_neighbors``; the affinities are then normalised over each point's
+    neighbours on it, which must outnumber the perplexity. Raises ValueError
+    when the solution is the trivial W = 0.
     """
     points = as_float_matrix(points, "points")
     n_points = points.shape[0]
@@ -188,9 +193,21 @@ def esl(
     check_integer("maxiter", maxiter, low=1)
     check_positive("tol", tol)
 
-    neighbours = resolve_neighbors(n_points, perplexity, n_neighbors)
-    all_pairs = neighbours == n_points - 1
-    edges = candidate_edges(points, None if all_pairs else neighbours)
+    if edges is not None:
+        edges = check_candidate_edges(edges, n_points)
+        neighbours = fewest_neighbours(edges, n_points)
+        if not perplexity < neighbours:
+            raise ValueError(
+                f"perplexity ({perplexity!r}) must be below the fewest neighbours of a point in the given graph "
+                f"({neighbours}): the affinities of eq. (1) are normalised over them. Lower perplexity, or build "
+                "the graph with more neighbours, e.g. "
+                f"sc.pp.neighbors(adata, n_neighbors={3 * int(np.ceil(perplexity)) + 1})."
+            )
+        all_pairs = False
+    else:
+        neighbours = resolve_neighbors(n_points, perplexity, n_neighbors)
+        all_pairs = neighbours == n_points - 1
+        edges = candidate_edges(points, None if all_pairs else neighbours)
     affinity = symmetric_edge_affinities(points, edges, perplexity, all_pairs=all_pairs)
     cost = 1.0 - affinity.symmetric
     lam_u = upper_lambda(cost, n_components)

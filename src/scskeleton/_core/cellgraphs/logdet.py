@@ -61,6 +61,20 @@ def candidate_edges(points: np.ndarray, n_neighbors: int | None) -> np.ndarray:
     return knn_edges(points, n_neighbors)
 
 
+def check_candidate_edges(edges, n_points: int) -> np.ndarray:
+    """Given candidate edges (a kNN graph built elsewhere, e.g. by ``sc.pp.neighbors``) as the sorted
+    E × 2 array of distinct pairs i < j that the learners take; ValueError when they are not pairs of
+    distinct points in [0, n_points)."""
+    edges = np.asarray(edges)
+    if edges.ndim != 2 or edges.shape[1] != 2 or edges.shape[0] == 0 or not np.issubdtype(edges.dtype, np.integer):
+        raise ValueError(f"edges must be a non-empty E × 2 integer array of point pairs; got shape {edges.shape}, "
+                         f"dtype {edges.dtype}.")
+    if edges.min() < 0 or edges.max() >= n_points or np.any(edges[:, 0] == edges[:, 1]):
+        raise ValueError(f"edges must join two distinct points in [0, {n_points - 1}].")
+    pairs = np.column_stack([edges.min(axis=1), edges.max(axis=1)])
+    return np.unique(pairs, axis=0).astype(np.intp)
+
+
 def edge_squared_distances(points: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """||p_i - p_j||² for every edge (i, j), as differences squared (no cancellation)."""
     diff = points[edges[:, 0]] - points[edges[:, 1]]

@@ -41,11 +41,12 @@ import numpy as np
 from scipy import sparse
 
 from ..embed import kernel_pca, smallest_generalized_eigenvectors
-from ..graphs import from_edges
+from ..graphs import fewest_neighbours, from_edges
 from .logdet import (
     BoxProgramResult,
     LaplacianLogDet,
     candidate_edges,
+    check_candidate_edges,
     check_dense_size,
     edge_squared_distances,
     laplacian_logdet,
@@ -170,6 +171,7 @@ def mpme(
     decoder: str = "kpca",
     maxiter: int = 1000,
     tol: float = 1e-12,
+    edges: np.ndarray | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> MPMEResult:
     """Fit MPME (Algorithm 1 of the paper) to ``data`` (N × D).
@@ -204,6 +206,10 @@ def mpme(
     maxiter, tol
         L-BFGS-B stops after ``maxiter`` iterations or when the relative
         decrease of the objective falls below ``tol``.
+    edges
+        The candidate pairs given directly, as E × 2 point pairs (e.g. the
+        kNN graph of ``sc.pp.neighbors``); ``n_neighbors`` is then not used and
+        the result's ``n_neighbors`` is the fewest candidates of any cell.
     callback
         Called as ``callback(iteration, objective)`` after every iteration.
     """
@@ -228,9 +234,13 @@ def mpme(
     maxiter = check_integer("maxiter", maxiter, low=1)
     tol = check_positive("tol", tol)
 
-    if n_neighbors is None:
-        n_neighbors = n_points - 1 if n_points <= ALL_PAIRS_MAX else DEFAULT_NEIGHBORS
-    edges = candidate_edges(data, None if n_neighbors == n_points - 1 else n_neighbors)
+    if edges is not None:
+        edges = check_candidate_edges(edges, n_points)
+        n_neighbors = fewest_neighbours(edges, n_points)
+    else:
+        if n_neighbors is None:
+            n_neighbors = n_points - 1 if n_points <= ALL_PAIRS_MAX else DEFAULT_NEIGHBORS
+        edges = candidate_edges(data, None if n_neighbors == n_points - 1 else n_neighbors)
     if phi_scale is None:
         phi_scale = default_phi_scale(data) if sigma is None else 1.0
     if phi_scale <= 0:  # all cells identical

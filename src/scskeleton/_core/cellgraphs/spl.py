@@ -50,7 +50,14 @@ from scipy import sparse
 
 from ..embed import kernel_pca, principal_directions
 from ..graphs import from_edges, knn_edges
-from .logdet import LaplacianLogDet, check_dense_size, edge_squared_distances, laplacian_logdet, minimize_box
+from .logdet import (
+    LaplacianLogDet,
+    check_candidate_edges,
+    check_dense_size,
+    edge_squared_distances,
+    laplacian_logdet,
+    minimize_box,
+)
 from ..validation import as_float_matrix, check_integer, check_positive, check_positive_or_inf
 
 @dataclass(frozen=True)
@@ -175,6 +182,7 @@ def spl(
     phi_scale: float | None = None,
     maxiter: int = 500,
     tol: float = 1e-10,
+    edges: np.ndarray | None = None,
     callback: Callable[[int, float], None] | None = None,
 ) -> SPLResult:
     """Fit SPL to ``data`` (N × D) on its symmetrised kNN graph: maximise f(S) of (17).
@@ -216,6 +224,9 @@ def spl(
     maxiter, tol
         L-BFGS-B stops after ``maxiter`` iterations or when f changes by less
         than ``tol`` (relative) in one iteration.
+    edges
+        The graph that supports S given directly, as E × 2 point pairs (e.g.
+        the kNN graph of ``sc.pp.neighbors``); ``n_neighbors`` is then not used.
     callback
         Called as ``callback(iteration, f)`` after every iteration.
     """
@@ -227,8 +238,11 @@ def spl(
     n_components = check_integer("n_components", n_components, low=1, high=min(n_features, n_points - 1),
                                  role="dimension of the embedding, at most the number of features and below "
                                  "the number of cells")
-    n_neighbors = check_integer("n_neighbors", n_neighbors, low=1, high=n_points - 1,
-                                role="neighbours per cell of the graph supporting S, below the number of cells")
+    if edges is None:
+        n_neighbors = check_integer("n_neighbors", n_neighbors, low=1, high=n_points - 1,
+                                    role="neighbours per cell of the graph supporting S, below the number of cells")
+    else:
+        edges = check_candidate_edges(edges, n_points)
     gamma = check_positive("gamma", gamma, role="noise precision γ", allow_zero=True)
     C = check_positive_or_inf("C", C, role="error tolerance ξ = s/(2C); np.inf for none")
     if phi_scale is not None:
@@ -242,7 +256,8 @@ def spl(
         phi_scale = default_phi_scale(centred, n_components)
     if phi_scale <= 0:
         raise ValueError("All cells are identical (zero spread): SPL needs distinct cells.")
-    edges = knn_edges(centred, n_neighbors)
+    if edges is None:
+        edges = knn_edges(centred, n_neighbors)
     # (17) is fitted to Y/√phi_scale, distances and likelihood alike
     scaled = centred / np.sqrt(phi_scale)
     phi = edge_squared_distances(centred, edges) / phi_scale
