@@ -72,6 +72,29 @@ def test_a_stub_inside_the_noise_is_removed_and_its_cells_counted():
     assert (degrees(result.adjacency) >= 3).sum() == 0 and result.adjacency.shape == (11, 11)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_bar_across_a_thick_end_is_pruned(seed):
+    # a trunk ending in a T: the start population spreads 3 noise widths across the trunk's end, and
+    # the tree draws a bar of two arms there, each in line with the other; the width of the tube
+    # along an arm must come from the edges across it (the trunk), not from the other arm, whose
+    # offsets have no component along it (the arms then scored 4.3–4.6 and both stayed)
+    rng = np.random.default_rng(seed)
+    dims = 10
+    nodes = np.zeros((15, dims))
+    nodes[:11, 0] = np.linspace(-10, 0, 11)  # the trunk, ending at node 10 at the origin
+    nodes[11:, 1] = [0.6, 1.2, -0.6, -1.2]  # the bar: nodes 11-12 up, 13-14 down
+    edges = np.array([(i, i + 1) for i in range(10)] + [(10, 11), (11, 12), (10, 13), (13, 14)])
+    tree = sparse.csr_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(15, 15))
+    trunk = np.zeros((2000, dims))
+    trunk[:, 0] = rng.uniform(-10, 0, 2000)
+    start = np.zeros((300, dims))
+    start[:, 1] = rng.uniform(-1.5, 1.5, 300)
+    points = np.vstack([trunk, start]) + rng.normal(0, 0.5, (2300, dims))
+    result = prune_tree(points, nodes, tree)
+    assert result.removed_branches == 1 and (degrees(result.adjacency) >= 3).sum() == 0
+    assert result.keep[:11].all()
+
+
 def test_a_leaf_node_on_one_outlying_cell_is_trimmed():
     points, nodes, _ = _line_with_side(3.0)
     outlier = np.array([[-8.0, 0.0, 0.0]])

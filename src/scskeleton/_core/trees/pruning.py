@@ -10,13 +10,19 @@ For a terminal branch β (the nodes from a leaf up to, not including, the first
 node of degree ≥ 3, its *attachment* b), let T' be the tree without β. Its
 *extension* is
 
-    e(β) = q₇₅_{i ∈ cells(β)} ⟨x_i − π(x_i), u⟩  /  1.4826 · MAD_{j ∈ tube(b)} ⟨(x_j − π(x_j))⊥, u⟩
+    e(β) = q₇₅_{i ∈ cells(β)} ⟨x_i − π(x_i), u⟩  /  1.4826 · MAD_{j ∈ tube(b)} ⟨(x_j − π(x_j))⊥, u⟩ / sin θ_j
 
 where π is the nearest point on the local edges of T', u the unit direction from
 b to the leaf, cells(β) the cells whose nearest node is on β and tube(b) the cells
-whose nearest node is b or lies within two edges of b on T' (their offsets taken
-perpendicular to their edge, so cells beyond the end of a contracted arm do not
-widen the tube). Only the direction in which the branch leaves counts, so the
+whose nearest node is b or lies within two edges of b on T'. A tube cell's offset
+is taken perpendicular to its edge (so cells beyond the end of a contracted arm do
+not widen the tube) and read along the part of u perpendicular to that edge, of
+length sin θ_j (θ_j the angle between u and the edge): the noise width in the
+direction nearest u that the offset can show. Edges within 30° of u are left out
+(sin θ_j < ½): their offsets barely reach along u, and a branch that leaves in line
+with the tree (one arm of a bar across a thick start, or of a star of stubs in a
+ball of cells at a tip) would stand out of a tube of width ≈ 0, scoring in the
+tens. Only the direction in which the branch leaves counts, so the
 ratio is free of units and of the number of dimensions the noise lives in: the
 cells of a real branch of length ℓ reach ~ℓ along u while the tube spreads by the
 noise's standard deviation in that one direction (e ≫ 3); the cells of a stub
@@ -25,7 +31,7 @@ A branch is also spurious when it holds less than ``min_mass`` of the cells, and
 never when it holds more than :data:`MAX_PRUNED_MASS` and scores at least
 :data:`MIN_PROTECTED_EXTENSION` (a chain of nodes through a whole cluster of
 clustered data can score low, but it is no stub; a chain that runs beside the
-rest of the tree, within two noise widths of it, is the tube split in two).
+rest of the tree, within 2.5 noise widths of it, is the tube split in two).
 
 Before that, leaf nodes holding fewer cells than a quarter of an average node's are
 trimmed (repeatedly): k-means seeding puts nodes on outlying cells, and the tree then
@@ -59,11 +65,14 @@ SPARSE_LEAF = 0.25
 MAX_PRUNED_MASS = 0.1
 #: ... unless it does not stand out even this far: a chain through a thick cluster or a
 #: progenitor blob that runs beside the rest of the tree is a split tube, not structure.
-MIN_PROTECTED_EXTENSION = 2.0
+MIN_PROTECTED_EXTENSION = 2.5
 #: The tube around an attachment reaches this many edges along the rest of the tree.
 TUBE_STEPS = 2
 #: ... and further while it holds fewer cells than this.
 MIN_TUBE_CELLS = 20
+#: The tube's width along u is read from the cells on edges at least this far (sine of the angle)
+#: from u's direction: 0.5 leaves out edges within 30° of running along the branch.
+MIN_TUBE_SINE = 0.5
 #: Quantile of the branch cells' offsets compared with the noise width.
 OUT_QUANTILE = 0.75
 
@@ -281,24 +290,42 @@ def _extension(points, nodes, neighbours, members, branch, hub, max_cells) -> fl
         return 0.0
     direction /= norm
     out = np.quantile(_residual_to_edges(points[branch_cells], nodes, edges) @ direction, OUT_QUANTILE)
-    tube = 1.4826 * np.median(np.abs(_residual_to_edges(points[tube_cells], nodes, edges, across=True) @ direction))
+    across, edge = _residual_to_edges(points[tube_cells], nodes, edges, across=True, with_edges=True)
+    # the offsets across each cell's edge span only the directions perpendicular to it: read in the
+    # part of u perpendicular to the edge, rescaled to unit length, they give the noise width there;
+    # an edge running almost along u says nothing about the spread along u (its offsets' component
+    # along u is ~0, and a branch in line with the tree would stand out of a tube of width ~0)
+    axis = nodes[edges[:, 1]] - nodes[edges[:, 0]]
+    axis_norm = np.linalg.norm(axis, axis=1)
+    cosine = np.divide(axis @ direction, axis_norm, out=np.zeros(axis.shape[0]), where=axis_norm > 0)
+    sine = np.sqrt(np.clip(1.0 - cosine**2, 0.0, 1.0))[edge]
+    usable = sine >= MIN_TUBE_SINE
+    if usable.sum() < MIN_TUBE_CELLS:
+        usable = (sine >= np.sort(sine)[-min(MIN_TUBE_CELLS, sine.size)]) & (sine > 0.1)
+    if not usable.any():
+        return np.inf if out > 0 else 0.0
+    tube = 1.4826 * np.median(np.abs(across[usable] @ direction) / sine[usable])
     if tube <= 0:
         return np.inf if out > 0 else 0.0
     return float(out / tube)
 
 
-def _residual_to_edges(points: np.ndarray, nodes: np.ndarray, edges: np.ndarray, *, across: bool = False) -> np.ndarray:
+def _residual_to_edges(
+    points: np.ndarray, nodes: np.ndarray, edges: np.ndarray, *, across: bool = False, with_edges: bool = False
+):
     """Offset of each point from its nearest point on the given edges (segments), c × d.
 
     ``across=True`` keeps only the part of the offset perpendicular to that
     edge: a point beyond the end of a branch is then measured by its distance
     from the branch's line, its spread around the tree, not by how far the
-    tree falls short of the data's end.
+    tree falls short of the data's end. ``with_edges=True`` also returns each
+    point's nearest edge (row of ``edges``).
     """
     start = nodes[edges[:, 0]]
     direction = nodes[edges[:, 1]] - start  # e × d
     length2 = np.einsum("ed,ed->e", direction, direction)
     out = np.empty_like(points)
+    nearest = np.empty(points.shape[0], dtype=np.intp)
     for lo in range(0, points.shape[0], 256):
         offset = points[lo : lo + 256, None, :] - start[None]  # c × e × d
         t = np.einsum("ced,ed->ce", offset, direction)
@@ -314,7 +341,8 @@ def _residual_to_edges(points: np.ndarray, nodes: np.ndarray, edges: np.ndarray,
             )
             chosen = chosen - share[:, None] * along
         out[lo : lo + 256] = chosen
-    return out
+        nearest[lo : lo + 256] = best
+    return (out, nearest) if with_edges else out
 
 
 @dataclass(frozen=True)
