@@ -1,4 +1,5 @@
-"""``pl.fates``: one panel per fate, the cells coloured by their probability of reaching it."""
+"""``pl.fates``: one panel per fate, the cells coloured by their probability of reaching it, or for three
+fates a ternary view: each cell at the barycentric point of its three probabilities in a triangle."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ._utils import (
     basis_label,
     broadcast_panels,
     finish,
+    obs_label,
     panel_grid,
     panel_titles,
     plot_dimensions,
@@ -26,6 +28,13 @@ from ._utils import (
 
 #: The colour bar's label in every panel.
 FATE_LABEL = "fate probability"
+#: The views ``kind=`` chooses between.
+KINDS = ("panels", "ternary")
+#: Corners of the ternary view's equilateral triangle (side 1): the first fate bottom left, the second
+#: bottom right, the third on top; a cell sits at Σ p_i · corner_i.
+TERNARY_CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
+#: gids of the ternary view's triangle and corner labels, for finding them in the Axes.
+TRIANGLE_GID, CORNER_GID = "scskeleton_fate_triangle", "scskeleton_fate_corner"
 
 
 def fates(
@@ -33,6 +42,8 @@ def fates(
     key: str | None = None,
     *,
     fates: str | Sequence[str] | None = None,
+    kind: str = "panels",
+    color: str | Sequence[str] | None = None,
     basis: str | None = None,
     components: str | Sequence[str] | None = None,
     dimensions: Sequence[int] | Sequence[Sequence[int]] | None = None,
@@ -48,13 +59,31 @@ def fates(
     return_fig: bool = False,
     **scatter_kwargs,
 ) -> Figure | Axes | list[Axes] | None:
-    """The cells on a basis, one panel per fate, coloured by their probability of reaching it.
+    """The cells on a basis, one panel per fate, coloured by their probability of reaching it; or, for three
+    fates, the cells in a triangle whose corners are the fates.
 
     Reads ``obsm[f"{key}_fate_probabilities"]`` and the fate names
-    ``uns[key]["fates"]`` written by ``sks.tl.fate_probabilities``; the colour
+    ``uns[key]["fates"]`` written by ``sks.tl.fate_probabilities``; nothing is
+    recomputed.
+
+    ``kind="panels"`` (default): one panel per fate on a basis. The colour
     scale runs from 0 to 1 in every panel, so panels compare, and its bar is
     labelled ``"fate probability"``. The graph is drawn as in :func:`tree`
     (under the cells, with a thin trace over them; no per-panel legend).
+
+    ``kind="ternary"``: for exactly three fates, each cell drawn at the
+    barycentric point ``p₁ c₁ + p₂ c₂ + p₃ c₃`` of its three probabilities in
+    an equilateral triangle whose corners ``c₁`` (bottom left), ``c₂``
+    (bottom right) and ``c₃`` (top) are labelled with the fates' names, in
+    the order of ``fates`` (default: of ``uns[key]["fates"]``). A cell certain
+    of a fate sits on its corner, a cell torn between two on the side joining
+    them, and an undecided cell (1/3 each) in the centre. The cells are
+    coloured by ``color`` like :func:`tree` (an ``.obs`` column or a gene;
+    a list for one panel each; ``None`` grey). With more than three fates,
+    ``fates=[three names]`` draws those three with each cell's probabilities
+    renormalised over them, ``p_i / (p₁ + p₂ + p₃)``: where the cell ends,
+    given that it ends in one of the three. Cells with no probability on the
+    three (NaN rows, cells of components without a root) are left out.
 
     Parameters
     ----------
@@ -63,28 +92,42 @@ def fates(
     key
         Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
     fates
-        The fates to draw, by name (``uns[key]["fates"]``); default all.
+        The fates to draw, by name (``uns[key]["fates"]``); default all. For
+        ``kind="ternary"`` exactly three, in the order of the corners.
+    kind
+        ``"panels"`` (default): one panel per fate on a basis; ``"ternary"``:
+        the triangle of three fates (see above). A ValueError says how many
+        fates there are when they are not three.
+    color
+        ``kind="ternary"`` only: an ``.obs`` column or a gene name to colour
+        the cells by, or a list of them for one panel each (as in
+        :func:`scanpy.pl.embedding`); ``None`` draws them in grey. The panels
+        are coloured by the probability itself.
     basis
         ``obsm`` key to draw in, with or without ``X_``; default the graph's
-        own space, as in :func:`tree`.
+        own space, as in :func:`tree`. Panels only.
     components, dimensions
         The columns of the basis to plot, as in :func:`tree`: ``"1,2"`` (from 1,
         as in scanpy; a list or ``"all"`` for one panel each) or ``(0, 1)`` (from
-        0). Several fates and several pairs go together panel by panel.
+        0). Several fates and several pairs go together panel by panel. Panels only.
     ncols
         Panels per row.
     show_tree
-        Draw the graph's edges, root and branch points over the cells.
+        Draw the graph's edges, root and branch points over the cells. Panels
+        only (the triangle has no place for the graph's nodes).
     size
         Cell marker size, as in :func:`scanpy.pl.embedding`.
     cmap
-        Colour map of the probabilities.
+        Colour map of the probabilities (panels) or of a continuous ``color``
+        (ternary).
     title
-        Title of each panel: one string for all, or one per fate. Default:
-        ``"fate: "`` and the fate's name (its milestone, e.g. ``"fate: Ery"``).
+        Title of each panel: one string for all, or one per panel. Default:
+        ``"fate: "`` and the fate's name (its milestone, e.g. ``"fate: Ery"``);
+        in the ternary view what ``color`` shows (e.g. ``"cell type"``), or
+        ``"fate probabilities"`` without it.
     frameon
         Draw a frame (and axis labels) around each panel; ``None`` follows
-        scanpy's setting.
+        scanpy's setting. The triangle is drawn without one.
     ax
         Draw into this Axes (one panel only).
     show
@@ -100,13 +143,20 @@ def fates(
     Returns
     -------
     The Figure when ``return_fig=True``, else the Axes (a list of Axes for
-    several fates) when ``show=False``, else ``None``.
+    several panels) when ``show=False``, else ``None``.
+
+    Examples
+    --------
+    >>> sks.pl.fates(adata, "ddrtree")                                       # one panel per fate
+    >>> sks.pl.fates(adata, "ddrtree", kind="ternary", color="cell_type")    # three fates in a triangle
     """
     key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     name = fate_probabilities_key(key)
     if name not in adata.obsm or "fates" not in adata.uns[key]:
         raise KeyError(f"No fate probabilities for {key!r}; run sks.tl.fate_probabilities(adata, {key!r}) first.")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {list(KINDS)}; got {kind!r}.")
     stored = [str(fate) for fate in adata.uns[key]["fates"]]
     chosen = stored if fates is None else [fates] if isinstance(fates, str) else list(fates)
     if not chosen:
@@ -114,6 +164,18 @@ def fates(
     unknown = [fate for fate in chosen if fate not in stored]
     if unknown:
         raise KeyError(f"No fate(s) {unknown} in {key!r}; fates: {stored}.")
+    if kind == "ternary":
+        given = [label for label, value in (("basis", basis), ("components", components),
+                                            ("dimensions", dimensions)) if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} place the cells on a basis (kind='panels'); the ternary view "
+                             "places them by their fate probabilities. Leave them out, or pass kind='panels'.")
+        return _ternary(adata, key, stored, chosen, given_fates=fates is not None, color=color, ncols=ncols,
+                        size=size, cmap=cmap, title=title, ax=ax, show=show, save=save, return_fig=return_fig,
+                        scatter_kwargs=scatter_kwargs)
+    if color is not None:
+        raise ValueError("color= colours the cells of the ternary view (kind='ternary'); the panels are coloured "
+                         "by the fate probability. Use sks.pl.tree(adata, key, color=...) to colour by it on a basis.")
     space, coordinates = basis_coordinates(adata, graph, basis)
     pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
     shown = list(dict.fromkeys(chosen))
@@ -141,3 +203,57 @@ def fates(
     tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
+
+
+def _ternary(
+    adata: AnnData, key: str, stored: list[str], chosen: list[str], *, given_fates: bool, color, ncols: int,
+    size, cmap: str, title, ax: Axes | None, show, save, return_fig: bool, scatter_kwargs: dict,
+) -> Figure | Axes | list[Axes] | None:
+    """The ternary view of :func:`fates`: each cell at the barycentric point of its three fate probabilities."""
+    if len(chosen) != 3 or len(set(chosen)) != 3:
+        if given_fates:
+            problem = f"fates={chosen!r} names {len(set(chosen))} distinct fate(s)"
+        else:
+            problem = f"{key!r} has {len(stored)} fate(s), {stored}"
+        hint = (f", e.g. fates={stored[:3]!r} (their probabilities renormalised to sum to 1)"
+                if len(stored) > 3 else "")
+        raise ValueError(f"A ternary plot needs exactly three fates, but {problem}. Draw one panel per fate with "
+                         f"kind='panels', or choose three with fates=[three names]{hint}.")
+    probabilities = np.asarray(adata.obsm[fate_probabilities_key(key)], dtype=float)[:, [stored.index(f)
+                                                                                         for f in chosen]]
+    total = probabilities.sum(axis=1)
+    # renormalised over the three: the fate given that the cell ends in one of them (1 when they are all)
+    kept = np.isfinite(total) & (total > 0)
+    points = (probabilities[kept] / total[kept, None]) @ TERNARY_CORNERS
+    cells = adata if kept.all() else adata[kept]  # a view: read, never written
+
+    colors = [color] if color is None or isinstance(color, str) else list(color)
+    if not colors:
+        raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(4.8, 4.2), what="colour")
+    kwargs = {"size": size, "cmap": cmap, **scatter_kwargs, "frameon": False}
+    for panel, name, panel_title in zip(panels, colors, panel_titles(title, len(colors))):
+        if panel_title is None:
+            panel_title = "fate probabilities" if name is None else obs_label(adata, name)
+        scatter_cells(cells, points, basis="ternary", dimensions=(0, 1), color=name, ax=panel,
+                      scatter_kwargs=kwargs, title=panel_title)
+        _draw_triangle(panel, chosen)
+    tidy_panels(fig, panels, created=created)
+    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
+                  return_fig=return_fig)
+
+
+def _draw_triangle(ax: Axes, names: list[str]) -> None:
+    """The triangle's sides under the cells and each fate's name outside its corner; no axes (they mean nothing)."""
+    outline = np.vstack([TERNARY_CORNERS, TERNARY_CORNERS[:1]])
+    ax.plot(outline[:, 0], outline[:, 1], color="black", linewidth=1.0, zorder=0.8, gid=TRIANGLE_GID)
+    placement = (("right", "top"), ("left", "top"), ("center", "bottom"))
+    nudge = np.array([[-0.03, -0.03], [0.03, -0.03], [0.0, 0.03]])
+    for corner, offset, name, (ha, va) in zip(TERNARY_CORNERS, nudge, names, placement):
+        ax.text(*(corner + offset), name, ha=ha, va=va, gid=CORNER_GID)
+    ax.set_xlim(-0.15, 1.15)
+    ax.set_ylim(-0.12, TERNARY_CORNERS[2, 1] + 0.12)
+    ax.set_aspect("equal")
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_axis_off()

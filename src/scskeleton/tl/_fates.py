@@ -22,18 +22,38 @@ from ._results import update_entry
 def fate_probabilities(adata: AnnData, key: str | None = None, *, copy: bool = False) -> AnnData | None:
     """Probability of each cell to end in each tip (leaf) of the trajectory, and the entropy of that choice.
 
-    The trajectory of ``tl.pseudotime`` is read as a tree directed away from
-    the root. A walk from a node moves down the tree and, at each fork, into
-    a branch with probability proportional to the cell mass downstream of it
+    The trajectory of ``tl.pseudotime`` is read as a tree directed
+    downstream: every edge points the way its segment runs, towards higher
+    pseudotime (away from the root, or with several roots from the nearest
+    one). A walk from a node moves downstream and, at each fork, into a
+    branch with probability proportional to the cell mass downstream of it
     (the soft assignment summed over the branch's nodes), so that a fork
-    splits the way its cells actually went; it stops at a tip. A node's fate
-    distribution is where that walk stops: one tip with certainty on a
-    terminal segment, the mass-weighted mix of the branches before a fork. A
-    cell's fate probabilities are its soft-assignment-weighted mix of its
-    nodes' distributions, P = R D (``R = obsm[f"{key}_assignment"]``, read
-    block by block, dense or sparse, never densified). Cells of pruned stubs
-    (``min_branch_nodes``) follow the node they hang from. The fates are the
-    tips reached from a root, named by their milestones (:func:`milestones`).
+    splits the way its cells actually went; it stops where it can go no
+    further. A node's fate distribution is where that walk stops: one tip
+    with certainty on a terminal segment, the mass-weighted mix of the
+    branches before a fork. A cell's fate probabilities are its
+    soft-assignment-weighted mix of its nodes' distributions, P = R D
+    (``R = obsm[f"{key}_assignment"]``, read block by block, dense or sparse,
+    never densified). Cells of pruned stubs (``min_branch_nodes``) follow the
+    node they hang from. The fates are the terminal nodes reached from a
+    root, named by their milestones (:func:`milestones`).
+
+    **Several roots in one component** (``tl.root(..., several=True)``, e.g.
+    two progenitor populations converging). The walks from every root run
+    downstream alike: where two roots' branches join at a fork, the cells of
+    both go on into the branches after it and share its split. Where the
+    stretches of two roots meet on a path instead (a ``"meeting"``
+    milestone of ``tl.pseudotime``: a local maximum of pseudotime that is not
+    a tip; likewise a fork all of whose branches lead back to roots), the
+    cells on either side flow into that point and no further: it is a
+    *terminal state* with a fate column of its own, named by its milestone
+    (``"meeting 1"``). Its cells are the most advanced the pseudotime knows
+    of, and sending them on to a tip would run against that pseudotime. Two
+    roots whose arms join at a fork meet at the fork itself only when it is
+    about equally far from both (within the last edge of the longer arm);
+    otherwise their stretches meet on the longer arm, whose cells up to that
+    point end there, and root the arms at about equal distances from the fork
+    when both populations should flow on into it.
 
     Parameters
     ----------
@@ -57,8 +77,9 @@ def fate_probabilities(adata: AnnData, key: str | None = None, *, copy: bool = F
         Cells × fates, float; rows sum to 1 (NaN for cells in a component
         without a root).
     ``adata.uns[key]["fates"]``
-        The milestone name of each column's tip, in pseudotime order of the tips
-        (renamed with the milestones).
+        The milestone name of each column's terminal node, in milestone order:
+        the tips by pseudotime, then any meeting points (renamed with the
+        milestones).
     ``adata.obs[f"{key}_fate_entropy"]``
         Entropy of each cell's fate probabilities, in nats: 0 for a certain
         fate, log(number of fates) when all are equally likely.
@@ -117,8 +138,6 @@ def node_fate_table(adata: AnnData, key: str, graph, mass: np.ndarray) -> tuple[
     the reference's, also when new cells are placed on it (``tl.project``).
     """
     entry = adata.uns[key]
-    # a walk directed away from the root has no direction past the point where two roots' stretches meet
-    graph.require_one_root_per_component("Fate probabilities")
     segments = [np.asarray(entry["segments"][name], dtype=np.intp) for name in sorted(entry["segments"], key=int)]
     try:
         node_fates = core.node_fates(graph.adjacency, graph.nodes, segments, graph.roots, mass)
@@ -129,7 +148,7 @@ def node_fate_table(adata: AnnData, key: str, graph, mass: np.ndarray) -> tuple[
         ) from None
     if not node_fates.leaves.size:
         raise ValueError(f"No tip of {key!r} lies downstream of its root, so there is no fate to reach.")
-    # columns in milestone order (tips by pseudotime), named by their milestones
+    # columns in milestone order (tips by pseudotime, then meeting points), named by their milestones
     milestone_nodes = np.asarray(entry["milestones"]["nodes"]).tolist()
     milestone_names = [str(name) for name in entry["milestones"]["names"]]
     order = np.argsort([milestone_nodes.index(int(leaf)) for leaf in node_fates.leaves], kind="stable")

@@ -105,7 +105,7 @@ def root(
         Allow more than one root in a connected component; pseudotime is then
         measured from the nearest root. Default ``False``: two roots in one
         component raise a ValueError, since that is usually a mistake.
-        Fate probabilities and ``pl.dendrogram`` need one root per component.
+        ``pl.dendrogram`` needs one root per component.
     copy
         Return a copy instead of writing to ``adata``.
 

@@ -1,13 +1,26 @@
 """Fate probabilities on a rooted tree: where the cells of each node end up.
 
-A walk starts at a node and moves away from the root, at each fork into a
-child with probability proportional to the cell mass downstream of that
-child, until it stops at a leaf. A node's fate distribution is the
-probability of stopping at each leaf; on a path it is that of the next fork,
-and at a fork it is the mass-weighted mix of its children's. A cell's fate
-probabilities are its soft-assignment-weighted mix of its nodes'
-distributions: P = R D, for the N × K assignment R and the K × L node
-distributions D, computed block by block of cells (R is never densified).
+Every edge of the trajectory points downstream, away from the root(s): the
+way its segment runs (``tl.pseudotime`` orients each segment by increasing
+pseudotime of its nodes, the distance from the nearest root). A walk starts
+at a node and moves downstream, at each fork into a child with probability
+proportional to the cell mass downstream of that child, until it reaches a
+node with nowhere further to go: a *terminal* node. That is a tip (a leaf
+that is not a root) or, with several roots in one component, a *sink*: a
+node that every neighbour's edge points into, where the stretches measured
+from two roots meet (a meeting point on a path, or a branch point all of
+whose branches lead back to roots). A sink is a fate of its own: its cells
+are the furthest along the pseudotime the user has, and no tip lies
+downstream of them, so sending them on to some tip would run against that
+pseudotime. A node's fate distribution is the probability of stopping at
+each terminal node; on a path it is that of the next fork, and at a fork it
+is the mass-weighted mix of its children's. Where two roots' stretches
+converge on a node (it has two parents), the walks from both continue from
+it alike. With one root per component every node has one parent and this is
+the walk down a tree from its root. A cell's fate probabilities are its
+soft-assignment-weighted mix of its nodes' distributions: P = R D, for the
+N × K assignment R and the K × L node distributions D, computed block by
+block of cells (R is never densified).
 """
 
 from __future__ import annotations
@@ -25,60 +38,73 @@ from .assign import CHUNK_ROWS
 
 @dataclass(frozen=True)
 class NodeFates:
-    """The fates (leaves reached from a root, ascending node index) and each node's distribution over them.
+    """The fates (terminal nodes reached from a root, ascending node index) and each node's distribution over them.
 
-    ``distributions`` is K × L; its rows sum to 1 on the nodes of rooted
-    components and are 0 elsewhere (and on a root with no edges).
+    ``leaves`` holds every terminal node: the tips and the ``sinks``, the
+    terminal nodes that are not leaves of the tree (where two roots'
+    stretches meet). ``distributions`` is K × L; its rows sum to 1 on the
+    nodes of rooted components and are 0 elsewhere (and on a root with no
+    edge leading downstream).
     """
 
     leaves: np.ndarray
     distributions: np.ndarray
+    sinks: np.ndarray
 
 
 def node_fates(
     adjacency: sparse.spmatrix, nodes: np.ndarray, segments: list[np.ndarray], roots, mass: np.ndarray
 ) -> NodeFates:
-    """Each node's distribution over the leaves downstream of it (see the module docstring).
+    """Each node's distribution over the terminal nodes downstream of it (see the module docstring).
 
     ``segments`` are the node paths of the trajectory's topology, oriented
-    away from the root(s) (``topology().segments``); their edges form the
-    tree the walk runs on. Nodes of pruned branches lie on no segment: their
-    mass counts at the nearest node on one (along ``adjacency``), and they take
-    its distribution. ``mass`` is each node's cell mass (the column sums of the
-    assignment). A ValueError when a segment closes a cycle, i.e. a node would
-    be reached by two ways from the root.
+    away from the root(s) (``topology().segments``); their edges, each
+    pointing the way its segment runs, form the tree the walk runs on. An edge
+    between two roots (both at pseudotime 0) points nowhere and is left out.
+    Nodes of pruned branches lie on no segment: their mass counts at the
+    nearest node on one (along ``adjacency``), and they take its
+    distribution. ``mass`` is each node's cell mass (the column sums of the
+    assignment). A ValueError when the segments close a cycle, i.e. a node
+    would be reached by two ways.
     """
     n_nodes = nodes.shape[0]
     roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
-    parent = np.full(n_nodes, -1, dtype=np.intp)
+    is_root = np.zeros(n_nodes, dtype=bool)
+    is_root[roots] = True
+    parents: list[list[int]] = [[] for _ in range(n_nodes)]
     children: list[list[int]] = [[] for _ in range(n_nodes)]
     on_segment = np.zeros(n_nodes, dtype=bool)
+    tree = _Forest(n_nodes)
     for path in segments:
         path = np.asarray(path, dtype=np.intp)
         on_segment[path] = True
         if path.size > 1 and path[0] == path[-1]:
             raise ValueError(f"The segment through node {int(path[0])} is a cycle; fate probabilities need a tree.")
         for u, v in zip(path[:-1].tolist(), path[1:].tolist()):
-            if (parent[v] >= 0 and parent[v] != u) or v in roots:
+            # with several roots a node may have two parents, so a cycle shows as an edge joining joined nodes
+            if not tree.join(u, v):
                 raise ValueError(
                     f"Node {v} is reached by more than one way from the root (a cycle); fate probabilities need a tree."
                 )
-            if parent[v] < 0:
-                parent[v] = u
-                children[u].append(v)
-    order = _downward_order(roots, children)
-    leaves = np.sort(np.asarray([v for v in order if not children[v] and v not in roots], dtype=np.intp))
+            if is_root[v]:
+                continue
+            parents[v].append(u)
+            children[u].append(v)
+    order = _downward_order(roots, parents, children)
+    terminal = [v for v in order if not children[v] and not is_root[v]]
+    leaves = np.sort(np.asarray(terminal, dtype=np.intp))
+    sinks = np.sort(np.asarray([v for v in terminal if len(parents[v]) > 1], dtype=np.intp))
 
     hub = _nearest_on_segment(adjacency, nodes, on_segment)
     reachable = hub >= 0
     downstream = np.bincount(hub[reachable], weights=np.asarray(mass, dtype=float)[reachable], minlength=n_nodes)
-    for v in reversed(order):
-        if parent[v] >= 0:
-            downstream[parent[v]] += downstream[v]
+    for v in reversed(order):  # a node's downstream mass is final before it is added to its parents'
+        for parent in parents[v]:
+            downstream[parent] += downstream[v]
 
     distributions = np.zeros((n_nodes, leaves.size))
     distributions[leaves, np.arange(leaves.size)] = 1.0
-    for v in reversed(order):  # children before their parent
+    for v in reversed(order):  # children before their parents
         if children[v]:
             weight = downstream[children[v]]
             # a fork with no cells downstream splits evenly
@@ -86,14 +112,43 @@ def node_fates(
             distributions[v] = weight @ distributions[children[v]]
     off = ~on_segment & reachable
     distributions[off] = distributions[hub[off]]
-    return NodeFates(leaves=leaves, distributions=distributions)
+    return NodeFates(leaves=leaves, distributions=distributions, sinks=sinks)
 
 
-def _downward_order(roots: np.ndarray, children: list[list[int]]) -> list[int]:
-    """The nodes reached from the roots, each after its parent (breadth first)."""
+class _Forest:
+    """Union-find over the nodes: whether an edge joins two nodes that are already joined (a cycle)."""
+
+    def __init__(self, n_nodes: int):
+        self.up = list(range(n_nodes))
+
+    def _top(self, node: int) -> int:
+        while self.up[node] != node:
+            self.up[node] = self.up[self.up[node]]  # path halving keeps the chains short
+            node = self.up[node]
+        return node
+
+    def join(self, u: int, v: int) -> bool:
+        """Join ``u`` and ``v``; False when they were joined already."""
+        top_u, top_v = self._top(u), self._top(v)
+        if top_u == top_v:
+            return False
+        self.up[top_u] = top_v
+        return True
+
+
+def _downward_order(roots: np.ndarray, parents: list[list[int]], children: list[list[int]]) -> list[int]:
+    """The nodes reached from the roots, each after all its parents (breadth first).
+
+    A node joins once its last parent has: with one parent each, that is when
+    the parent is read, the plain breadth-first order of a rooted tree.
+    """
+    waiting = [len(p) for p in parents]
     order = [int(r) for r in roots]
     for v in order:  # grows while it is read
-        order.extend(children[v])
+        for child in children[v]:
+            waiting[child] -= 1
+            if not waiting[child]:
+                order.append(child)
     return order
 
 
