@@ -168,10 +168,8 @@ def fsl(
                           callback=run.callback)
         graph = None
         if n_landmarks is not None:
-            weighted = result.theta > 0
-            scale = np.sqrt(result.theta[weighted])
-            graph = landmark_graph(data[:, weighted] * scale, points[:, weighted] * scale, result.coordinates,
-                                   result.adjacency)
+            graph = landmark_graph(core.weighted_features(data, result.theta),
+                                   core.weighted_features(points, result.theta), result.coordinates, result.adjacency)
     if not result.converged:
         logg.warning(f"FSL stopped after {maxiter} iterations (tol={tol}); consider a larger maxiter.")
 

@@ -11,6 +11,7 @@ from scanpy import logging as logg
 from scipy import sparse
 
 from .._core.cellgraphs import neighbour_map
+from .._core.cellgraphs.fsl import weighted_features
 from .._core.cellgraphs.landmarks import node_parts, restrict_to_parts
 from .._core.trees import fates as fates_core
 from .._core.trees import trajectory as trajectory_core
@@ -332,10 +333,11 @@ def _neighbour_spaces(adata_new: AnnData, adata_ref: AnnData, key: str) -> tuple
         absent = list(genes[columns < 0][:5])
         raise KeyError(f"{int((columns < 0).sum())} of the {genes.size} genes tl.fsl weighted under {key!r} are not "
                        f"in adata_new.var_names (e.g. {absent}); the new cells need the reference's genes.")
-    scale = np.sqrt(theta[weighted])
     where = "adata.X" if layer is None else f"adata.layers[{layer!r}]"
-    data = _gene_columns(adata_new, layer, columns, f"adata_new: {where}") * scale
-    reference = _gene_columns(adata_ref, layer, np.flatnonzero(weighted), f"adata_ref: {where}") * scale
+    data = weighted_features(_gene_columns(adata_new, layer, columns, f"adata_new: {where}"), theta[weighted])
+    reference = weighted_features(
+        _gene_columns(adata_ref, layer, np.flatnonzero(weighted), f"adata_ref: {where}"), theta[weighted]
+    )
     return data, reference, f"the {genes.size} genes weighted by tl.fsl"
 
 

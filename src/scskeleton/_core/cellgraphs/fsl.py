@@ -296,10 +296,15 @@ def _weight_gradient(distances: np.ndarray, theta: np.ndarray, spectrum: np.ndar
     return gradient
 
 
+def weighted_features(features: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """The features with θ_r > 0, each scaled by √θ_r: Euclidean distances between these rows are ψ (eq. 29)."""
+    active = theta > 0
+    return features[:, active] * np.sqrt(theta[active])
+
+
 def _weighted_distances(features: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """ψ_ij = Σ_r θ_r (x_ri - x_rj)² (eq. 29) over the features with θ_r > 0, by one Gram matrix."""
-    active = theta > 0
-    scaled = features[:, active] * np.sqrt(theta[active])
+    scaled = weighted_features(features, theta)
     squared = np.einsum("ij,ij->i", scaled, scaled)
     distances = squared[:, None] + squared[None, :] - 2.0 * (scaled @ scaled.T)
     np.maximum(distances, 0.0, out=distances)
