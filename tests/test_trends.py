@@ -309,15 +309,64 @@ def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
     assert all(f <= n for f, n in zip(flagged["fit"], flagged["none"])), flagged
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="DDRTree's branch point sits inside one branch on these seeds: that branch's pseudotime "
-                          "runs ahead of the other's by a constant, which a stretch about the fork cannot register")
 @pytest.mark.parametrize("seed", [5, 6])
 def test_branch_test_on_ddrtree_pseudotime_with_an_offset_fork(seed):
+    """DDRTree's branch point sits inside one branch on these seeds: that branch's pseudotime runs
+    ahead of the other's by a constant, which a stretch about the fork alone could not register
+    (15 % and 13 % of the shared-trend genes flagged); the warp's shift and pieces absorb it."""
     adata = _learned_expression("ddrtree", seed, 200, 100)
     sks.tl.branch_test(adata, "ddrtree", branch_point=int(adata.uns["ddrtree"]["branch_points"][0]))
     q = adata.var["ddrtree_branch_test_qval"].to_numpy()
-    assert np.mean(q[adata.var["true_pattern"].to_numpy() == "trend"] < 0.05) <= 0.05
+    pattern = adata.var["true_pattern"].to_numpy()
+    assert np.mean(q[pattern == "trend"] < 0.05) <= 0.05
+    assert (q[pattern == "branch"] < 0.05).mean() >= 0.9
+
+
+def _realistic_with_shared_genes(seed):
+    """simulate_trajectory (2,000 cells, 2 fates) through the standard preprocessing to a DDRTree
+    pseudotime; then 200 genes that follow one sigmoid of the TRUE time on every branch (noise sd
+    0.5) are appended: exact shared-trend genes for a test along the learned pseudotime."""
+    adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=seed)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+    sks.tl.ddrtree(adata)
+    sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "ddrtree")
+    rng = np.random.default_rng([23, seed])
+    time = adata.obs["true_pseudotime"].to_numpy()
+    span = time.max()
+    centres, widths = rng.uniform(0.1, 0.9, 200) * span, rng.uniform(0.05, 0.2, 200) * span
+    amplitudes = rng.uniform(0.5, 2.0, 200) * rng.choice([-1, 1], 200)
+    shared = 2 + amplitudes / (1 + np.exp(-(time[:, None] - centres) / widths)) + 0.5 * rng.standard_normal((adata.n_obs, 200))
+    names = [f"shared_{i}" for i in range(200)]
+    full = AnnData(X=np.hstack([adata.X.toarray(), shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
+                   uns=copy.deepcopy(dict(adata.uns)), var=pd.DataFrame(index=list(adata.var_names) + names))
+    return full, names
+
+
+def _flagged(adata, names, registration):
+    sks.tl.branch_test(adata, "ddrtree", branch_point=int(adata.uns["ddrtree"]["branch_points"][0]),
+                       registration=registration)
+    return float(np.mean(adata.var.loc[names, "ddrtree_branch_test_qval"].to_numpy() < 0.05))
+
+
+def test_registration_aligns_branches_on_the_realistic_generator():
+    """Where the learned pseudotime runs at different, changing speeds along the two branches, the
+    unregistered test flags 35 % of the shared genes; the fitted warp (which the generator's own
+    branch-specific genes, most of the variable ones, cannot pull) brings it to 1 %."""
+    adata, names = _realistic_with_shared_genes(0)
+    assert _flagged(adata, names, "none") > 0.2
+    assert _flagged(adata, names, "fit") <= 0.05
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="on this seed the warp search stops short: a monotone map of each branch's pseudotime "
+                          "onto the true time exists (with it 0 % flagged), the fitted warp leaves a third flagged")
+def test_registration_on_the_realistic_generator_where_it_falls_short():
+    adata, names = _realistic_with_shared_genes(3)
+    assert _flagged(adata, names, "fit") <= 0.05
 
 
 def _with_null_genes(adata, n_genes, seed):

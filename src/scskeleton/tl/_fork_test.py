@@ -58,10 +58,9 @@ def fork_test(
     Benjamini–Hochberg correction.
     {model}
     As in :func:`branch_test`, each branch's pseudotime past the fork is
-    first stretched by the factor (one per branch, shared by all genes) that
-    lets a shared curve fit the most variable genes best, so that a learner's
-    uneven stretching of the branches is not called a difference
-    (``registration="none"`` turns this off).
+    first warped onto one axis (a shift and a monotone map per branch, shared
+    by all genes), so that a learner's uneven stretching of the branches is
+    not called a difference (``registration="none"`` turns this off).
 
     Parameters
     ----------
@@ -107,7 +106,7 @@ def fork_test(
         for the cells left out).
     ``adata.uns[name]``
         ``method`` (``"fork_test"``), ``params``, ``graph``, ``branch_point``,
-        ``time``, ``stretch``, ``branches`` (labels: the id of the segment
+        ``time``, ``stretch``, ``shift``, ``branches`` (labels: the id of the segment
         each branch starts with), ``segments``, ``fork`` and ``window`` (on
         the time axis), ``grid``, ``knots``, ``df``, ``n_cells`` (per branch,
         in the window) and ``edges`` (for ``pl.path``).
@@ -173,6 +172,7 @@ def fork_test(
         "branch_point": fork.branch_point,
         "time": "registered pseudotime" if registration == "fit" else "pseudotime",
         "stretch": result.stretch,
+        "shift": result.shift,
         "branches": np.array(fork.names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "fork": result.fork,

@@ -271,20 +271,25 @@ def branch_test(
         branch needs more than ``df`` cells of its own.
     registration
         ``"fit"`` (default): before the test, each branch's pseudotime past
-        the fork is stretched by the one factor per branch that lets a
-        shared curve per gene fit the most variable genes best. A learner
-        stretches the branches of a fork differently, and genes that follow
-        the same curve of the process on both branches then look different:
-        with DDRTree's pseudotime 3–38 % of such genes were called at FDR
-        0.05 without registration. Branches that really span different
-        stretches of the process keep their lengths (a rescaling to equal
-        ranges, as in tradeSeq's pattern test, would stretch a branch that
-        stops early). The curves, ``grid`` and ``obs[f"{name}_time"]`` are on
-        the registered axis; ``uns[name]["stretch"]`` holds the factors.
+        the fork is warped onto one axis, by a shift and a monotone
+        piecewise-linear map per branch shared by all genes, chosen so that
+        genes one curve can fit once the branches are aligned are fitted
+        best (genes whose branches differ cannot pull it). A learner
+        stretches the branches of a fork differently and unevenly, and genes
+        that follow the same curve of the process on both branches then look
+        different: with DDRTree's pseudotime 1–57 % of such genes were called
+        at FDR 0.05 without registration, 0–3 % with it (docs/methods/trends.md
+        has the measurements and the cases it does not fix). Branches that
+        really span different stretches of the process keep their pace (a
+        rescaling to equal ranges, as in tradeSeq's pattern test, would
+        stretch a branch that stops early). The curves, ``grid`` and
+        ``obs[f"{name}_time"]`` are on the registered axis;
+        ``uns[name]["stretch"]`` holds each branch's overall factor over its
+        reach past the fork and ``uns[name]["shift"]`` its shift.
         ``"none"``: compare the pseudotimes as they are (calibrated only when
         they are proportional to the process's time on every branch). On a
         dask matrix, ``"fit"`` first reads the (at most 3,000) cells the
-        factors are fitted on.
+        warp is fitted on.
     key_added
         Name of the result; default ``f"{key}_branch_test"``.
     copy
@@ -297,7 +302,8 @@ def branch_test(
     ``adata.uns[name]``
         ``method`` (``"branch_test"``), ``params``, ``graph``, ``branch_point``,
         ``time`` (``"registered pseudotime"``, or ``"pseudotime"`` with
-        ``registration="none"``), ``stretch`` (each branch's factor),
+        ``registration="none"``), ``stretch`` (each branch's factor), ``shift``
+        (each branch's shift),
         ``branches`` (the id of the segment each
         branch starts with, also its label), ``segments`` (``{"trunk" or
         label: segment ids}``), ``grid``,
@@ -375,6 +381,7 @@ def branch_test(
         "branch_point": fork.branch_point,
         "time": "registered pseudotime" if registration == "fit" else "pseudotime",
         "stretch": result.stretch,
+        "shift": result.shift,
         "branches": np.array(branch_names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "grid": result.grid,

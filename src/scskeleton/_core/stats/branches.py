@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg, sparse
+from scipy import linalg, sparse, stats
 
 from ..validation import check_integer, check_positive
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
@@ -31,8 +31,10 @@ class BranchTestResult:
     the F test of branch-specific against shared curves; ``df_shared``,
     ``df_branches`` (B) the effective degrees of freedom of the two models;
     ``n_cells`` per group (trunk first, then the branches); ``times`` the
-    time of every tested cell on the axis of the curves (registered or not)
-    and ``stretch`` (B) each branch's factor (ones without registration);
+    time of every tested cell on the axis of the curves (registered or not),
+    ``stretch`` (B) each branch's overall factor over its reach past the
+    fork and ``shift`` (B) its shift (ones and zeros
+    without registration; :class:`BranchWarp`);
     ``degenerate`` as in :class:`TrendResult` (F = 0, p = 1).
     """
 
@@ -48,6 +50,7 @@ class BranchTestResult:
     n_cells: np.ndarray
     times: np.ndarray
     stretch: np.ndarray
+    shift: np.ndarray
     degenerate: np.ndarray
 
 
@@ -57,6 +60,26 @@ REGISTRATIONS = ("fit", "none")
 REACH_QUANTILE = 0.95
 #: Candidate warps between no stretch and equal reach (geometric steps).
 STRETCH_STEPS = 9
+#: Candidate shifts of a branch's time, ± this share of the branches' mean reach past the fork ...
+MAX_SHIFT = 0.15
+#: ... in this many even steps (zero among them).
+SHIFT_STEPS = 25
+#: Each branch's time past the fork is warped in this many pieces (equal stretches of its reach) ...
+WARP_PIECES = 5
+#: ... each piece's slope changed by factors up to this, in this many geometric steps per try ...
+MAX_SLOPE_CHANGE = 2.0
+SLOPE_STEPS = 13
+#: ... and never outside this range: a branch squeezed into a moment leaves its curve no room
+#: to differ from the shared one, which fits every gene "better" and tests nothing.
+SLOPE_RANGE = (0.5, 2.0)
+#: ... in this many rounds over the branches.
+WARP_ROUNDS = 3
+#: A gene counts as shared under a warp below this quantile of the null's improvement.
+SHARED_QUANTILE = 0.99
+#: The alignment of branches by dynamic time warping cuts each into this many bins ...
+ALIGN_BINS = 25
+#: ... caps each gene's cost at this many variances of the difference of two bin means ...
+ALIGN_CAP = 9.0
 #: The warps are estimated on at most this many cells (evenly spread) and the
 #: most variable genes, standardised: one shared time axis, not a per-gene fit.
 WARP_CELLS = 3000
@@ -68,44 +91,97 @@ def fork_time(times: np.ndarray, groups: np.ndarray) -> float:
     return float(np.asarray(times, dtype=float)[np.asarray(groups) >= 1].min())
 
 
-def stretch_branches(times: np.ndarray, groups: np.ndarray, scales) -> np.ndarray:
-    """t' = t_f + (t − t_f) · s_b for the cells of branch b (group b ≥ 1); trunk cells keep t."""
-    times = np.asarray(times, dtype=float)
-    groups = np.asarray(groups)
-    scales = np.asarray(scales, dtype=float)
-    fork = fork_time(times, groups)
-    out = times.copy()
-    on_branch = groups >= 1
-    out[on_branch] = fork + (times[on_branch] - fork) * scales[groups[on_branch] - 1]
-    return out
+@dataclass(frozen=True)
+class BranchWarp:
+    """A monotone, piecewise-linear map of each branch's time past the fork onto one axis.
+
+    Branch b's time past the fork u = t − ``fork`` becomes
+    ``shifts[b]`` + the integral of the slope from 0 to u, the slope being
+    ``slopes[b, p]`` between ``breaks[b, p]`` and ``breaks[b, p + 1]`` (the
+    last slope also beyond the last break, the branch's reach). Trunk cells
+    keep their time. One slope and no shift is the stretch about the fork of
+    tradeSeq's registration.
+    """
+
+    fork: float
+    breaks: np.ndarray
+    slopes: np.ndarray
+    shifts: np.ndarray
+
+    @classmethod
+    def identity(cls, fork: float, reach: np.ndarray, n_pieces: int = 1) -> BranchWarp:
+        """No warp; each branch's [0, reach] cut into ``n_pieces`` equal pieces."""
+        reach = np.asarray(reach, dtype=float)
+        breaks = reach[:, None] * np.linspace(0.0, 1.0, n_pieces + 1)[None, :]
+        return cls(float(fork), breaks, np.ones((reach.size, n_pieces)), np.zeros(reach.size))
+
+    @property
+    def stretch(self) -> np.ndarray:
+        """Each branch's overall factor: its warped reach over its reach (1 without a warp)."""
+        lengths = np.diff(self.breaks, axis=1)
+        return (self.slopes * lengths).sum(axis=1) / np.maximum(lengths.sum(axis=1), np.finfo(float).tiny)
+
+    def replace(self, *, slopes=None, shifts=None) -> BranchWarp:
+        return BranchWarp(self.fork, self.breaks, self.slopes if slopes is None else slopes,
+                          self.shifts if shifts is None else shifts)
+
+    def __call__(self, times: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        times = np.asarray(times, dtype=float)
+        groups = np.asarray(groups)
+        out = times.copy()
+        on_branch = groups >= 1
+        branch = groups[on_branch] - 1
+        past = times[on_branch] - self.fork
+        lengths = np.diff(self.breaks, axis=1)
+        warped = np.zeros(past.size)
+        for piece in range(self.slopes.shape[1]):
+            start = self.breaks[branch, piece]
+            last = piece == self.slopes.shape[1] - 1
+            span = past - start if last else np.clip(past - start, 0.0, lengths[branch, piece])
+            # times before the fork (u < 0) continue the first piece's slope backwards
+            span = np.where(past < start, past - start, span) if piece == 0 else np.maximum(span, 0.0)
+            warped += self.slopes[branch, piece] * span
+        out[on_branch] = self.fork + self.shifts[branch] + warped
+        return out
 
 
 def fit_branch_warps(
     matrix, rows: np.ndarray, times: np.ndarray, groups: np.ndarray, *, n_knots: int, df: float,
     columns: np.ndarray | None = None,
-) -> np.ndarray:
-    """Stretch factor s_b of every branch's time past the fork, shared by all genes.
+) -> BranchWarp:
+    """The warp of every branch's time past the fork, shared by all genes.
 
     A learned pseudotime is a length along the tree, and a learner stretches
-    the branches of a fork differently (DDRTree's latent tree by 10–20 %).
-    Genes that follow one curve of the process on every branch then follow
-    differently stretched curves of pseudotime, and a test of branch-specific
-    curves calls them different. The stretch is a property of the tree, not
-    of a gene: s = (s_1, …, s_B) minimises the residual sum of squares of the
-    *shared* model (one curve per gene over all cells, ``df`` degrees of
-    freedom), summed over the better-fitted half of the most variable genes
-    (standardised), on the time axis t' = t_f + (t − t_f) · s_b
-    (:func:`stretch_branches`). Genes that follow one curve on every branch
-    pin the warp down; branch-specific genes, which no shared curve fits, fall
-    in the worse half and do not pull it. The candidates run geometrically
-    from no stretch (s = 1) to the stretch that makes the branches reach
-    equally far past the fork (the :data:`REACH_QUANTILE` of t − t_f; the
-    registration of tradeSeq's pattern test): when the branches genuinely
-    span different stretches of the process (one stops early) the data keep
-    s near 1, which a rescaling to equal reach would not do. A free search
-    over every factor was tried and ran into degenerate warps (one branch
-    doubled, the other halved). The result is scaled to geometric mean 1, so
-    that the overall length is kept.
+    the branches of a fork differently, by amounts that change along each
+    branch, and may place the fork inside one of them. Genes that follow one
+    curve of the process on every branch then follow different curves of
+    pseudotime, and a test of branch-specific curves calls them different.
+    The distortion is a property of the tree, not of a gene, so one
+    :class:`BranchWarp` (a shift and a monotone piecewise-linear map per
+    branch, slopes within :data:`SLOPE_RANGE`) is fitted for all genes.
+
+    Criterion: each of the most variable genes (standardised, on at most
+    :data:`WARP_CELLS` cells) is fitted by one shared curve (``df`` degrees
+    of freedom) or, at the price of its extra freedom, by its branches' own
+    curves; the warp minimises Σ_g min(RSS_shared, RSS_branches · (1 + c/ν)),
+    c the :data:`SHARED_QUANTILE` quantile of χ² on (B − 1)·df degrees of
+    freedom and ν the residual degrees of freedom. A gene whose branches
+    differ costs about the same under every warp and cannot pull it, which
+    matters because branch-specific genes are most of the variable genes in
+    real data; a warp that squeezes a branch until neither model fits it costs
+    what it spoils. (Summing the shared model's residuals over the
+    better-fitted half of the genes, as before, preferred warps that suit the
+    branch-specific genes.)
+
+    Search: one stretch per branch among those running geometrically from no
+    stretch to equal reach past the fork (the :data:`REACH_QUANTILE` of
+    t − t_f; the registration of tradeSeq's pattern test); then
+    :data:`WARP_ROUNDS` rounds over the branches of each shift (±
+    :data:`MAX_SHIFT` of the mean reach) and each of the :data:`WARP_PIECES`
+    slopes in turn; independently, a dynamic-time-warping alignment of the
+    branches (:func:`_aligned_warp`); the better of the two by the criterion.
+    A branch that genuinely stops early keeps its pace over the stretch both
+    branches cover.
     """
     rows = np.asarray(rows, dtype=np.intp)
     times = np.asarray(times, dtype=float)
@@ -123,33 +199,174 @@ def fit_branch_warps(
         block = np.asarray(block, dtype=np.float64)
         spread = block.std(axis=0)
     keep = np.argsort(-spread, kind="stable")[: min(WARP_GENES, int((spread > 0).sum()))]
-    if keep.size == 0:
-        return np.ones(n_branches)
+    fork = fork_time(times, groups)
+    reach = np.array([np.quantile(times[groups == b] - fork, REACH_QUANTILE) for b in range(1, n_branches + 1)])
+    warp = BranchWarp.identity(fork, np.maximum(reach, 0.0), WARP_PIECES)
+    if keep.size == 0 or not np.all(reach > 0):
+        return warp
     chosen = block[:, keep]
     chosen = chosen.toarray() if sparse.issparse(chosen) else chosen
     values = (chosen - chosen.mean(axis=0)) / spread[keep]
-    zeros = np.zeros(sub_rows.size, dtype=np.intp)
 
-    def loss(scales: np.ndarray) -> float:
-        warped = stretch_branches(sub_times, sub_groups, scales)
+    # a gene counts as shared under a warp while its branch-specific curves improve on the
+    # shared curve by less than the 99 % quantile of that improvement under the null
+    threshold = stats.chi2.ppf(SHARED_QUANTILE, (n_branches - 1) * df)
+    residual_df = max(sub_rows.size - n_branches * df, 1.0)
+
+    members = [np.flatnonzero(sub_groups == group) for group in range(n_branches + 1)]
+    sumsq = [(values[rows_] ** 2).sum(axis=0) for rows_ in members]  # the same under every warp
+
+    def loss(warp: BranchWarp) -> float:
+        warped = warp(sub_times, sub_groups)
         basis = spline_basis(warped, n_knots)
-        stats_ = sufficient_statistics(values, np.arange(sub_rows.size), basis.design(warped), zeros, 1)
-        fit = penalized_fit(stats_.gram[0], stats_.cross[0], stats_.sumsq[0], basis.penalty, df=df,
-                            what="The trunk and branches together")
-        # the better-fitted half of the genes: branch-specific genes, which no shared curve
-        # fits, must not pull the warp towards whatever helps them
-        return float(np.sort(fit.rss)[: max(1, fit.rss.size // 2)].sum())
+        design = basis.design(warped)
+        # a few thousand cells and genes, dense: direct products beat the chunked general pass
+        gram = [design[rows_].T @ design[rows_] for rows_ in members]
+        cross = [design[rows_].T @ values[rows_] for rows_ in members]
+        shared = penalized_fit(sum(gram), sum(cross), sum(sumsq), basis.penalty, df=df,
+                               what="The trunk and branches together")
+        weight = 1.0 / n_branches
+        separate = sum(
+            penalized_fit(weight * gram[0] + gram[b], weight * cross[0] + cross[b], weight * sumsq[0] + sumsq[b],
+                          basis.penalty, df=df, what=f"branch {b} (with the trunk)").rss
+            for b in range(1, n_branches + 1)
+        )
+        # each gene is fitted by the shared curve or, at the price of its extra freedom, by its
+        # branches' own: genes whose branches differ cannot pull the warp, and a warp that squeezes a
+        # branch until neither model fits it costs what it spoils
+        return float(np.minimum(shared.rss, separate * (1.0 + threshold / residual_df)).sum())
 
     # the stretch that gives every branch the same reach past the fork (tradeSeq's registration),
     # and the way there from no stretch at all: the data choose among them
-    fork = fork_time(times, groups)
-    reach = np.array([np.quantile(times[groups == b] - fork, REACH_QUANTILE) for b in range(1, n_branches + 1)])
-    if not np.all(reach > 0):
-        return np.ones(n_branches)
     equal_reach = reach.mean() / reach
     candidates = [equal_reach**weight for weight in np.linspace(0.0, 1.0, STRETCH_STEPS)]
-    best = candidates[int(np.argmin([loss(c) for c in candidates]))]
-    return best / np.exp(np.log(best).mean())
+    candidates = [warp.replace(slopes=np.repeat((c / np.exp(np.log(c).mean()))[:, None], WARP_PIECES, axis=1))
+                  for c in candidates]
+    warp = candidates[int(np.argmin([loss(c) for c in candidates]))]
+    # then each branch's shift and each piece's slope in turn, in rounds: a fork placed inside
+    # one branch starts the other's time late or early by a constant, and a learned tree's speed
+    # along a branch changes along it, neither of which one stretch about the fork removes
+    shift_steps = np.linspace(-MAX_SHIFT, MAX_SHIFT, SHIFT_STEPS) * reach.mean()
+    slope_steps = np.exp(np.linspace(-1.0, 1.0, SLOPE_STEPS) * np.log(MAX_SLOPE_CHANGE))
+    for _ in range(WARP_ROUNDS):
+        for b in range(n_branches):
+            trials = []
+            for step in shift_steps:
+                shifts = warp.shifts.copy()
+                shifts[b] = step
+                trials.append(warp.replace(shifts=shifts))
+            warp = trials[int(np.argmin([loss(trial) for trial in trials]))]
+            for piece in range(WARP_PIECES):
+                trials = [warp]  # a slope outside the range (from the equal-reach stretch) may stay
+                for step in slope_steps:
+                    slopes = warp.slopes.copy()
+                    slopes[b, piece] *= step
+                    if SLOPE_RANGE[0] <= slopes[b, piece] <= SLOPE_RANGE[1]:
+                        trials.append(warp.replace(slopes=slopes))
+                warp = trials[int(np.argmin([loss(trial) for trial in trials]))]
+    aligned = _aligned_warp(values, sub_times, sub_groups, fork, n_bins=ALIGN_BINS)
+    return min((warp, aligned), key=loss)
+
+
+def _aligned_warp(values: np.ndarray, times: np.ndarray, groups: np.ndarray, fork: float, *, n_bins: int) -> BranchWarp:
+    """Each branch's time aligned to the most populous branch's by dynamic time warping.
+
+    Both branches' cells are cut into ``n_bins`` quantile bins of their time
+    past the fork; bin i of the reference and bin j of branch b cost
+    Σ_g min((μ_ig − μ_jg)², :data:`ALIGN_CAP` · s_g² (1/n_i + 1/n_j)), so that a
+    gene that differs between the branches costs a constant wherever it is
+    matched and only the genes the branches share steer the path. The path
+    runs from the fork (both first bins) to the end of either branch (open
+    end: a branch may stop early), and branch b's bin j takes the mean
+    reference time of the bins matched to it; the warp is piecewise linear
+    between the bins' median times, slopes within :data:`SLOPE_RANGE`.
+    """
+    n_branches = int(groups.max())
+    past = times - fork
+    counts = np.array([np.sum(groups == b) for b in range(1, n_branches + 1)])
+    reference = int(np.argmax(counts)) + 1
+    binned = {}
+    within = np.zeros(values.shape[1])
+    for b in range(1, n_branches + 1):
+        mine = np.flatnonzero(groups == b)
+        order = mine[np.argsort(past[mine], kind="stable")]
+        pieces = [piece for piece in np.array_split(order, min(n_bins, order.size)) if piece.size]
+        centres = np.array([np.median(past[piece]) for piece in pieces])
+        means = np.stack([values[piece].mean(axis=0) for piece in pieces])
+        sizes = np.array([piece.size for piece in pieces], dtype=float)
+        within += sum(((values[piece] - mean) ** 2).sum(axis=0) for piece, mean in zip(pieces, means))
+        binned[b] = (centres, means, sizes)
+    noise = within / max(float(counts.sum()) - n_bins * n_branches, 1.0)
+    ref_centres, ref_means, ref_sizes = binned[reference]
+    xs, ys = [], []
+    for b in range(1, n_branches + 1):
+        centres, means, sizes = binned[b]
+        if b == reference:
+            targets = centres
+        else:
+            scale = noise[None, None, :] * (1.0 / ref_sizes[:, None, None] + 1.0 / sizes[None, :, None])
+            cost = np.minimum((ref_means[:, None, :] - means[None, :, :]) ** 2, ALIGN_CAP * scale).sum(axis=2)
+            targets = _dtw_targets(cost, ref_centres)
+        x = np.concatenate([[0.0], centres])
+        y = np.concatenate([[targets[0] - centres[0]], targets])
+        keep = np.concatenate([[True], np.diff(x) > 0])
+        xs.append(x[keep])
+        ys.append(y[keep])
+    n_pieces = max(x.size for x in xs) - 1
+    breaks = np.zeros((n_branches, n_pieces + 1))
+    slopes = np.ones((n_branches, n_pieces))
+    shifts = np.zeros(n_branches)
+    for b, (x, y) in enumerate(zip(xs, ys)):
+        # pad short branches with pieces of zero length past the end
+        breaks[b, : x.size] = x
+        breaks[b, x.size:] = x[-1]
+        slope = np.clip(np.diff(y) / np.diff(x), *SLOPE_RANGE)
+        slopes[b, : slope.size] = slope
+        slopes[b, slope.size:] = slope[-1] if slope.size else 1.0
+        shifts[b] = y[0]
+    return BranchWarp(float(fork), breaks, slopes, shifts)
+
+
+def _dtw_targets(cost: np.ndarray, ref_centres: np.ndarray) -> np.ndarray:
+    """Mean reference time matched to each bin of the other branch along the cheapest monotone path
+    from both first bins to the last bin of either (the mean cost per step compared at the end)."""
+    n_ref, n_other = cost.shape
+    total = np.full((n_ref, n_other), np.inf)
+    steps = np.zeros((n_ref, n_other))
+    total[0, 0], steps[0, 0] = cost[0, 0], 1
+    for i in range(n_ref):
+        for j in range(n_other):
+            if i == 0 and j == 0:
+                continue
+            options = []
+            if i > 0:
+                options.append((total[i - 1, j], steps[i - 1, j]))
+            if j > 0:
+                options.append((total[i, j - 1], steps[i, j - 1]))
+            if i > 0 and j > 0:
+                options.append((total[i - 1, j - 1], steps[i - 1, j - 1]))
+            best, length = min(options, key=lambda option: option[0] / option[1])
+            total[i, j], steps[i, j] = best + cost[i, j], length + 1
+    ends = [(n_ref - 1, j) for j in range(n_other)] + [(i, n_other - 1) for i in range(n_ref)]
+    i, j = min(ends, key=lambda end: total[end] / steps[end])
+    matched = [[] for _ in range(n_other)]
+    while True:
+        matched[j].append(ref_centres[i])
+        if i == 0 and j == 0:
+            break
+        options = []
+        if i > 0:
+            options.append((i - 1, j))
+        if j > 0:
+            options.append((i, j - 1))
+        if i > 0 and j > 0:
+            options.append((i - 1, j - 1))
+        i, j = min(options, key=lambda option: total[option] / steps[option])
+    # bins past the path's end (the other branch runs on) continue at the reference's last pace
+    targets = np.array([np.mean(m) if m else np.nan for m in matched])
+    last = int(np.flatnonzero(np.isfinite(targets))[-1])
+    targets[last + 1:] = targets[last] + np.arange(1, targets.size - last) * np.diff(ref_centres[-2:]).mean()
+    return np.maximum.accumulate(targets)
 
 
 def branch_test(
@@ -178,14 +395,14 @@ def branch_test(
     are nested and the F test has Σ_b df − df = (B − 1)·df numerator degrees
     of freedom.
 
-    ``registration="fit"`` (default) first stretches each branch's time past
-    the fork by the factor that lets one shared curve per gene fit all genes
-    best (:func:`fit_branch_warps`), so that a learner's uneven stretching of
-    the branches does not count as a difference; the curves and ``grid`` are
-    then on that registered axis. ``"none"`` compares the pseudotimes as they
-    are (calibrated when they are proportional to the process's time on every
-    branch, e.g. a true time). The warp has B − 1 free parameters shared by
-    all genes; the test does not count them against any gene.
+    ``registration="fit"`` (default) first warps each branch's time past
+    the fork onto one axis (:func:`fit_branch_warps`), so that a learner's
+    uneven stretching of the branches does not count as a difference; the
+    curves and ``grid`` are then on that registered axis. ``"none"`` compares
+    the pseudotimes as they are (calibrated when they are proportional to the
+    process's time on every branch, e.g. a true time). The warp's few
+    parameters are shared by all genes; the test does not count them against
+    any gene.
 
     ``names`` name the branches in error messages (default ``"branch b"``).
     A branch with no more cells than ``df``, or whose cells cannot support
@@ -193,8 +410,8 @@ def branch_test(
     """
     rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
     n_branches = int(groups.max())
-    scales = _registration(matrix, rows, times, groups, registration, n_knots=n_knots, df=df, columns=columns)
-    times = stretch_branches(times, groups, scales)
+    warp = _registration(matrix, rows, times, groups, registration, n_knots=n_knots, df=df, columns=columns)
+    times = warp(times, groups)
     names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
     comparison = _compare_branches(matrix, rows, times, groups, n_branches, n_knots=n_knots, df=df, columns=columns,
                                    names=names, trunk_name="the trunk")
@@ -212,7 +429,8 @@ def branch_test(
         knots=comparison.basis.knots,
         n_cells=comparison.counts,
         times=times,
-        stretch=scales,
+        stretch=warp.stretch,
+        shift=warp.shifts,
         degenerate=comparison.degenerate,
     )
 
@@ -231,7 +449,7 @@ class ForkTestResult:
     shared curve over the window's cells; ``fork`` and ``window`` the fork's
     time and the window's length; ``n_cells`` (B) the cells of each branch in
     the window; ``times`` the time of every cell given (registered), NaN for
-    cells outside the window; ``stretch`` and ``degenerate`` as in
+    cells outside the window; ``stretch``, ``shift`` and ``degenerate`` as in
     :class:`BranchTestResult`.
     """
 
@@ -252,6 +470,7 @@ class ForkTestResult:
     n_cells: np.ndarray
     times: np.ndarray
     stretch: np.ndarray
+    shift: np.ndarray
     degenerate: np.ndarray
 
 
@@ -291,8 +510,8 @@ def fork_test(
     rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
     n_branches = int(groups.max())
     names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
-    scales = _registration(matrix, rows, times, groups, registration, n_knots=n_knots, df=df, columns=columns)
-    times = stretch_branches(times, groups, scales)
+    warp = _registration(matrix, rows, times, groups, registration, n_knots=n_knots, df=df, columns=columns)
+    times = warp(times, groups)
     fork = fork_time(times, groups)
     reach = np.array([np.quantile(times[groups == b] - fork, REACH_QUANTILE) if np.any(groups == b) else 0.0
                       for b in range(1, n_branches + 1)])
@@ -332,7 +551,8 @@ def fork_test(
         knots=comparison.basis.knots,
         n_cells=comparison.counts[1:],
         times=tested_times,
-        stretch=scales,
+        stretch=warp.stretch,
+        shift=warp.shifts,
         degenerate=comparison.degenerate,
     )
 
@@ -352,12 +572,11 @@ def _check_branch_input(rows, times, groups, df, n_grid, registration):
     return rows, times, groups, df, n_grid
 
 
-def _registration(matrix, rows, times, groups, registration, *, n_knots, df, columns) -> np.ndarray:
-    """Each branch's stretch factor: fitted (:func:`fit_branch_warps`) or ones."""
-    n_branches = int(groups.max())
+def _registration(matrix, rows, times, groups, registration, *, n_knots, df, columns) -> BranchWarp:
+    """The warp of every branch's time: fitted (:func:`fit_branch_warps`) or none."""
     if registration == "fit":
         return fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, columns=columns)
-    return np.ones(n_branches)
+    return BranchWarp.identity(fork_time(times, groups), np.ones(int(groups.max())))
 
 
 @dataclass(frozen=True)
