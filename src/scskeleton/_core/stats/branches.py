@@ -242,7 +242,7 @@ def fit_branch_warps(
     candidates = [equal_reach**weight for weight in np.linspace(0.0, 1.0, STRETCH_STEPS)]
     candidates = [warp.replace(slopes=np.repeat((c / np.exp(np.log(c).mean()))[:, None], WARP_PIECES, axis=1))
                   for c in candidates]
-    warp = candidates[int(np.argmin([loss(c) for c in candidates]))]
+    warp = min(candidates, key=loss)
     # then each branch's shift and each piece's slope in turn, in rounds: a fork placed inside
     # one branch starts the other's time late or early by a constant, and a learned tree's speed
     # along a branch changes along it, neither of which one stretch about the fork removes
@@ -255,7 +255,7 @@ def fit_branch_warps(
                 shifts = warp.shifts.copy()
                 shifts[b] = step
                 trials.append(warp.replace(shifts=shifts))
-            warp = trials[int(np.argmin([loss(trial) for trial in trials]))]
+            warp = min(trials, key=loss)
             for piece in range(WARP_PIECES):
                 trials = [warp]  # a slope outside the range (from the equal-reach stretch) may stay
                 for step in slope_steps:
@@ -263,7 +263,7 @@ def fit_branch_warps(
                     slopes[b, piece] *= step
                     if SLOPE_RANGE[0] <= slopes[b, piece] <= SLOPE_RANGE[1]:
                         trials.append(warp.replace(slopes=slopes))
-                warp = trials[int(np.argmin([loss(trial) for trial in trials]))]
+                warp = min(trials, key=loss)
     aligned = _aligned_warp(values, sub_times, sub_groups, fork, n_bins=ALIGN_BINS)
     return min((warp, aligned), key=loss)
 
@@ -334,38 +334,29 @@ def _dtw_targets(cost: np.ndarray, ref_centres: np.ndarray) -> np.ndarray:
     total = np.full((n_ref, n_other), np.inf)
     steps = np.zeros((n_ref, n_other))
     total[0, 0], steps[0, 0] = cost[0, 0], 1
+
+    def pace(cell):
+        return total[cell] / steps[cell]
+
+    def before(i, j):
+        return [cell for cell in ((i - 1, j), (i, j - 1), (i - 1, j - 1)) if min(cell) >= 0]
+
     for i in range(n_ref):
         for j in range(n_other):
-            if i == 0 and j == 0:
-                continue
-            options = []
-            if i > 0:
-                options.append((total[i - 1, j], steps[i - 1, j]))
-            if j > 0:
-                options.append((total[i, j - 1], steps[i, j - 1]))
-            if i > 0 and j > 0:
-                options.append((total[i - 1, j - 1], steps[i - 1, j - 1]))
-            best, length = min(options, key=lambda option: option[0] / option[1])
-            total[i, j], steps[i, j] = best + cost[i, j], length + 1
-    ends = [(n_ref - 1, j) for j in range(n_other)] + [(i, n_other - 1) for i in range(n_ref)]
-    i, j = min(ends, key=lambda end: total[end] / steps[end])
+            if i or j:
+                previous = min(before(i, j), key=pace)
+                total[i, j], steps[i, j] = total[previous] + cost[i, j], steps[previous] + 1
+    i, j = min([(n_ref - 1, j) for j in range(n_other)] + [(i, n_other - 1) for i in range(n_ref)], key=pace)
     matched = [[] for _ in range(n_other)]
-    while True:
+    matched[j].append(ref_centres[i])
+    while i or j:
+        i, j = min(before(i, j), key=pace)
         matched[j].append(ref_centres[i])
-        if i == 0 and j == 0:
-            break
-        options = []
-        if i > 0:
-            options.append((i - 1, j))
-        if j > 0:
-            options.append((i, j - 1))
-        if i > 0 and j > 0:
-            options.append((i - 1, j - 1))
-        i, j = min(options, key=lambda option: total[option] / steps[option])
     # bins past the path's end (the other branch runs on) continue at the reference's last pace
     targets = np.array([np.mean(m) if m else np.nan for m in matched])
     last = int(np.flatnonzero(np.isfinite(targets))[-1])
-    targets[last + 1:] = targets[last] + np.arange(1, targets.size - last) * np.diff(ref_centres[-2:]).mean()
+    pace_end = float(np.diff(ref_centres[-2:]).mean()) if ref_centres.size > 1 else 0.0
+    targets[last + 1:] = targets[last] + np.arange(1, targets.size - last) * pace_end
     return np.maximum.accumulate(targets)
 
 
