@@ -260,7 +260,9 @@ def test_branch_test_finds_branch_dependent_genes_and_masks_curves_outside_branc
     result = branches.branch_test(values, np.arange(600), times, groups)
     assert result.qvals[0] < 1e-10 and result.qvals[1] > 0.05
     assert result.pvals[2] > 0.01
-    short = result.grid > 1.5 + 1e-9  # the second branch has no cells there
+    # the second branch has no cells beyond its reach on the curves' (registered) axis
+    short = result.grid > result.times[groups == 2].max() + 1e-9
+    assert short.sum() >= 0.2 * short.size
     assert np.isnan(result.curves[:, 1, short]).all() and np.isfinite(result.curves[:, 0, :]).all()
     np.testing.assert_array_equal(result.n_cells, [200, 200, 200])
 

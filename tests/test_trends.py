@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import scanpy as sc
 from anndata import AnnData
-from scipy import sparse
+from scipy import sparse, stats
 from sklearn.metrics import roc_auc_score
 
 import scskeleton as sks
@@ -290,7 +290,8 @@ def _learned_expression(method, seed, n_genes, n_trend_genes):
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
 def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
-    """The learned pseudotime stretches the two branches differently; registration absorbs it."""
+    """The learned pseudotime stretches the two branches differently; registration absorbs it: at most
+    5 % of the shared-trend genes flagged and their p-values uniform (KS p 0.17–0.88 on these seeds)."""
     flagged = {"fit": [], "none": []}
     for seed in (0, 1, 2):
         adata = _learned_expression(method, seed, 200, 100)
@@ -303,10 +304,12 @@ def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
             if registration == "fit":
                 assert adata.uns[f"{method}_branch_test"]["time"] == "registered pseudotime"
                 assert (q[pattern == "branch"] < 0.05).mean() >= 0.9  # power
+                p = adata.var[f"{method}_branch_test_pval"].to_numpy()
+                assert stats.kstest(p[pattern == "trend"], "uniform").pvalue > 0.01  # uniform under the null
                 F = adata.var[f"{method}_branch_test_F"].to_numpy()
                 assert roc_auc_score(pattern == "branch", F) >= 0.95
     assert max(flagged["fit"]) <= 0.05, flagged
-    assert all(f <= n for f, n in zip(flagged["fit"], flagged["none"])), flagged
+    assert all(f <= n + 0.01 for f, n in zip(flagged["fit"], flagged["none"])), flagged  # one gene of slack
 
 
 @pytest.mark.parametrize("seed", [5, 6])
@@ -352,18 +355,20 @@ def _flagged(adata, names, registration):
     return float(np.mean(adata.var.loc[names, "ddrtree_branch_test_qval"].to_numpy() < 0.05))
 
 
-def test_registration_aligns_branches_on_the_realistic_generator():
+@pytest.mark.parametrize("seed", [0, 1])
+def test_registration_aligns_branches_on_the_realistic_generator(seed):
     """Where the learned pseudotime runs at different, changing speeds along the two branches, the
-    unregistered test flags 35 % of the shared genes; the fitted warp (which the generator's own
-    branch-specific genes, most of the variable ones, cannot pull) brings it to 1 %."""
-    adata, names = _realistic_with_shared_genes(0)
+    unregistered test flags 35 % and 62 % of the shared genes; the fitted warp (which the generator's
+    own branch-specific genes, most of the variable ones, cannot pull) brings it to 1 % and 4 %."""
+    adata, names = _realistic_with_shared_genes(seed)
     assert _flagged(adata, names, "none") > 0.2
     assert _flagged(adata, names, "fit") <= 0.05
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="on this seed the warp search stops short: a monotone map of each branch's pseudotime "
-                          "onto the true time exists (with it 0 % flagged), the fitted warp leaves a third flagged")
+                   reason="on this seed the warp stops short: a monotone map of each branch's pseudotime onto "
+                          "the true time exists (with it 0 % flagged); five pieces with slopes in [0.5, 2] cannot "
+                          "follow it and the fitted warp leaves a quarter flagged")
 def test_registration_on_the_realistic_generator_where_it_falls_short():
     adata, names = _realistic_with_shared_genes(3)
     assert _flagged(adata, names, "fit") <= 0.05

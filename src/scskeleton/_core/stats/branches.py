@@ -161,25 +161,28 @@ def fit_branch_warps(
     branch, slopes within :data:`SLOPE_RANGE`) is fitted for all genes.
 
     Criterion: each of the most variable genes (standardised, on at most
-    :data:`WARP_CELLS` cells) is fitted by one shared curve (``df`` degrees
-    of freedom) or, at the price of its extra freedom, by its branches' own
-    curves; the warp minimises Σ_g min(RSS_shared, RSS_branches · (1 + c/ν)),
-    c the :data:`SHARED_QUANTILE` quantile of χ² on (B − 1)·df degrees of
-    freedom and ν the residual degrees of freedom. A gene whose branches
-    differ costs about the same under every warp and cannot pull it, which
-    matters because branch-specific genes are most of the variable genes in
-    real data; a warp that squeezes a branch until neither model fits it costs
-    what it spoils. (Summing the shared model's residuals over the
-    better-fitted half of the genes, as before, preferred warps that suit the
-    branch-specific genes.)
+    :data:`WARP_CELLS` cells) is fitted by one shared curve of the warped
+    time (``df`` degrees of freedom) or, at the price of its extra freedom,
+    by its branches' own curves of the unwarped time; the warp minimises
+    Σ_g min(RSS_shared, RSS_branches · (1 + c/ν)), c the
+    :data:`SHARED_QUANTILE` quantile of χ² on (B − 1)·df degrees of freedom
+    and ν the residual degrees of freedom. A gene whose branches differ costs
+    the same under every warp and cannot pull it, which matters because
+    branch-specific genes are most of the variable genes in real data; a warp
+    that squeezes a branch until no shared curve fits it costs what it spoils.
+    The branches' own curves are fitted once because a monotone warp within a
+    branch changes their fit only slightly, but over hundreds of branch-specific
+    genes such slight changes outweighed the shared genes the warp is for.
 
     Search: one stretch per branch among those running geometrically from no
     stretch to equal reach past the fork (the :data:`REACH_QUANTILE` of
-    t − t_f; the registration of tradeSeq's pattern test); then
+    t − t_f; the registration of tradeSeq's pattern test); a
+    dynamic-time-warping alignment of the branches (:func:`_aligned_warp`);
+    from the best stretch and from the alignment read at the pieces' breaks,
     :data:`WARP_ROUNDS` rounds over the branches of each shift (±
-    :data:`MAX_SHIFT` of the mean reach) and each of the :data:`WARP_PIECES`
-    slopes in turn; independently, a dynamic-time-warping alignment of the
-    branches (:func:`_aligned_warp`); the better of the two by the criterion.
+    :data:`MAX_SHIFT` of the mean reach), the branch's overall pace and each
+    of the :data:`WARP_PIECES` slopes in turn; the best of the two refined
+    warps and the alignment by the criterion.
     A branch that genuinely stops early keeps its pace over the stretch both
     branches cover.
     """
@@ -215,26 +218,35 @@ def fit_branch_warps(
 
     members = [np.flatnonzero(sub_groups == group) for group in range(n_branches + 1)]
     sumsq = [(values[rows_] ** 2).sum(axis=0) for rows_ in members]  # the same under every warp
+    total_sumsq = sum(sumsq)
 
-    def loss(warp: BranchWarp) -> float:
+    def basis_at(warp: BranchWarp):
         warped = warp(sub_times, sub_groups)
         basis = spline_basis(warped, n_knots)
-        design = basis.design(warped)
+        return basis, basis.design(warped)
+
+    def shared_rss(warp: BranchWarp) -> np.ndarray:
+        basis, design = basis_at(warp)
         # a few thousand cells and genes, dense: direct products beat the chunked general pass
-        gram = [design[rows_].T @ design[rows_] for rows_ in members]
-        cross = [design[rows_].T @ values[rows_] for rows_ in members]
-        shared = penalized_fit(sum(gram), sum(cross), sum(sumsq), basis.penalty, df=df,
-                               what="The trunk and branches together")
-        weight = 1.0 / n_branches
-        separate = sum(
-            penalized_fit(weight * gram[0] + gram[b], weight * cross[0] + cross[b], weight * sumsq[0] + sumsq[b],
-                          basis.penalty, df=df, what=f"branch {b} (with the trunk)").rss
-            for b in range(1, n_branches + 1)
-        )
-        # each gene is fitted by the shared curve or, at the price of its extra freedom, by its
-        # branches' own: genes whose branches differ cannot pull the warp, and a warp that squeezes a
-        # branch until neither model fits it costs what it spoils
-        return float(np.minimum(shared.rss, separate * (1.0 + threshold / residual_df)).sum())
+        return penalized_fit(design.T @ design, design.T @ values, total_sumsq, basis.penalty, df=df,
+                             what="The trunk and branches together").rss
+
+    # each gene is fitted by the shared curve or, at the price of its extra freedom, by its branches'
+    # own curves. Those are fitted once, on the unwarped time: a monotone warp within each branch
+    # barely changes how well a branch's own curve fits, and the small changes it does make, summed
+    # over the many genes whose branches differ, would otherwise outweigh the genes the warp is for
+    basis, design = basis_at(warp)
+    gram = [design[rows_].T @ design[rows_] for rows_ in members]
+    cross = [design[rows_].T @ values[rows_] for rows_ in members]
+    weight = 1.0 / n_branches
+    alone = sum(
+        penalized_fit(weight * gram[0] + gram[b], weight * cross[0] + cross[b], weight * sumsq[0] + sumsq[b],
+                      basis.penalty, df=df, what=f"branch {b} (with the trunk)").rss
+        for b in range(1, n_branches + 1)
+    ) * (1.0 + threshold / residual_df)
+
+    def loss(warp: BranchWarp) -> float:
+        return float(np.minimum(shared_rss(warp), alone).sum())
 
     # the stretch that gives every branch the same reach past the fork (tradeSeq's registration),
     # and the way there from no stretch at all: the data choose among them
@@ -242,30 +254,43 @@ def fit_branch_warps(
     candidates = [equal_reach**weight for weight in np.linspace(0.0, 1.0, STRETCH_STEPS)]
     candidates = [warp.replace(slopes=np.repeat((c / np.exp(np.log(c).mean()))[:, None], WARP_PIECES, axis=1))
                   for c in candidates]
-    warp = min(candidates, key=loss)
-    # then each branch's shift and each piece's slope in turn, in rounds: a fork placed inside
-    # one branch starts the other's time late or early by a constant, and a learned tree's speed
-    # along a branch changes along it, neither of which one stretch about the fork removes
+    stretched = min(candidates, key=loss)
+    # then each branch's shift, overall pace and each piece's slope in turn, in rounds: a fork
+    # placed inside one branch starts the other's time late or early by a constant, and a learned
+    # tree's speed along a branch changes along it, neither of which one stretch about the fork removes
     shift_steps = np.linspace(-MAX_SHIFT, MAX_SHIFT, SHIFT_STEPS) * reach.mean()
     slope_steps = np.exp(np.linspace(-1.0, 1.0, SLOPE_STEPS) * np.log(MAX_SLOPE_CHANGE))
-    for _ in range(WARP_ROUNDS):
-        for b in range(n_branches):
-            trials = []
-            for step in shift_steps:
-                shifts = warp.shifts.copy()
-                shifts[b] = step
-                trials.append(warp.replace(shifts=shifts))
-            warp = min(trials, key=loss)
-            for piece in range(WARP_PIECES):
-                trials = [warp]  # a slope outside the range (from the equal-reach stretch) may stay
-                for step in slope_steps:
-                    slopes = warp.slopes.copy()
-                    slopes[b, piece] *= step
-                    if SLOPE_RANGE[0] <= slopes[b, piece] <= SLOPE_RANGE[1]:
-                        trials.append(warp.replace(slopes=slopes))
+
+    def rescaled(warp: BranchWarp, branches, pieces) -> BranchWarp:
+        trials = [warp]  # a slope outside the range (from the equal-reach stretch) may stay
+        for step in slope_steps:
+            slopes = warp.slopes.copy()
+            slopes[branches, pieces] *= step
+            if np.all((SLOPE_RANGE[0] <= slopes[branches]) & (slopes[branches] <= SLOPE_RANGE[1])):
+                trials.append(warp.replace(slopes=slopes))
+        return min(trials, key=loss)
+
+    def refine(warp: BranchWarp) -> BranchWarp:
+        for _ in range(WARP_ROUNDS):
+            for b in range(n_branches):
+                trials = []
+                for step in shift_steps:
+                    shifts = warp.shifts.copy()
+                    shifts[b] = step
+                    trials.append(warp.replace(shifts=shifts))
                 warp = min(trials, key=loss)
+                for piece in [slice(None), *range(WARP_PIECES)]:  # the whole branch, then each piece
+                    warp = rescaled(warp, b, piece)
+        return warp
+
     aligned = _aligned_warp(values, sub_times, sub_groups, fork, n_bins=ALIGN_BINS)
-    return min((warp, aligned), key=loss)
+    # the alignment read at the pieces' breaks, as a start the rounds can refine
+    ends = fork + warp.breaks
+    paced = aligned(ends.ravel(), np.repeat(np.arange(1, n_branches + 1), WARP_PIECES + 1)).reshape(ends.shape)
+    slopes = np.clip(np.diff(paced, axis=1) / np.maximum(np.diff(warp.breaks, axis=1), np.finfo(float).tiny),
+                     *SLOPE_RANGE)
+    started = warp.replace(slopes=slopes, shifts=paced[:, 0] - fork)
+    return min((refine(stretched), refine(started), aligned), key=loss)
 
 
 def _aligned_warp(values: np.ndarray, times: np.ndarray, groups: np.ndarray, fork: float, *, n_bins: int) -> BranchWarp:
