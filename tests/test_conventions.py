@@ -494,3 +494,31 @@ def test_bad_layer_use_raw_gene_symbols_fail_early_and_leave_adata(genes):
         sks.tl.trends(no_raw, segment="0", use_raw=True)
     assert set(adata.uns) == uns
     pd.testing.assert_frame_equal(adata.var.drop(columns="repeated"), var)
+
+
+def test_progress_bars_follow_scanpy_verbosity_and_tqdm_disable(monkeypatch, capsys):
+    """A long fit shows a bar at scanpy's default verbosity; verbosity 0 (errors only) or
+    TQDM_DISABLE hides it, as does the quiet() of branch_support's refits."""
+    from scskeleton.tl import _progress
+
+    def bar_printed():
+        with _progress.solver_run("fit", use_rep="X_pca", shape=(10, 2), maxiter=3, size=_progress.LONG_RUN) as run:
+            for iteration in range(3):
+                run.callback(iteration, 1.0)
+        return "fit" in capsys.readouterr().err
+
+    verbosity = sc.settings.verbosity
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    try:
+        sc.settings.verbosity = 1
+        assert bar_printed()
+        sc.settings.verbosity = 0
+        assert not bar_printed()
+        sc.settings.verbosity = 1
+        monkeypatch.setenv("TQDM_DISABLE", "1")
+        assert not bar_printed()
+        monkeypatch.delenv("TQDM_DISABLE")
+        with _progress.quiet():
+            assert not bar_printed()
+    finally:
+        sc.settings.verbosity = verbosity

@@ -42,6 +42,17 @@ class SolverRun:
 _QUIET = False
 
 
+def bars_off() -> bool:
+    """No progress bars inside :func:`quiet`, below scanpy's default verbosity
+    (``sc.settings.verbosity = 0``: errors only), or with tqdm's own switch
+    ``TQDM_DISABLE`` set (which an explicit ``disable=`` would otherwise override)."""
+    import os
+
+    import scanpy as sc
+
+    return _QUIET or int(sc.settings.verbosity) < 1 or os.environ.get("TQDM_DISABLE", "") not in ("", "0", "False", "false")
+
+
 @contextmanager
 def quiet() -> Iterator[None]:
     """Run learners without their log lines and progress bars (e.g. the refits of
@@ -77,7 +88,7 @@ def solver_run(
     arrays, :func:`node_solver_threads` for the others)."""
     n_cells, n_features = shape
     start = logg.info(f"computing {name}{detail} on {use_rep} ({n_cells} cells × {n_features} {features})")
-    bar = tqdm(total=maxiter, desc=name, disable=_QUIET or size < LONG_RUN, leave=False)
+    bar = tqdm(total=maxiter, desc=name, disable=bars_off() or size < LONG_RUN, leave=False)
 
     def callback(iteration: int, objective: float) -> None:
         bar.update(1)

@@ -149,8 +149,10 @@ def branch_support(
     leaves = np.zeros((n_boot, reference.leaves.size), dtype=bool)
     not_converged = 0
     seeds = np.random.SeedSequence(random_state).spawn(n_boot)
+    hide_bar = _progress.bars_off()  # decided outside quiet(), which hides the refits' own bars
     with _progress.quiet():
-        for round_, seed in enumerate(_progress.tqdm(seeds, desc=f"branch support ({graph.method})", leave=False)):
+        for round_, seed in enumerate(_progress.tqdm(seeds, desc=f"branch support ({graph.method})", leave=False,
+                                                          disable=hide_bar)):
             cells = np.sort(np.random.default_rng(seed).choice(n_cells, size=n_sub, replace=False))
             refit, converged = _refit(learner, data[cells], use_rep, kwargs)
             not_converged += not converged
