@@ -224,12 +224,18 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str | None = None, *, n
         _warn_no_trajectory(key)
     if "fates" in entry and fate_probabilities_key(key) in adata_ref.obsm:
         distributions, _ = node_fate_table(adata_ref, key, graph, column_sums(cell_assignment(adata_ref, key)))
-        probabilities, entropy = fates_core.cell_fates(assignment, distributions)
-        adata_new.obsm[fate_probabilities_key(new_key)] = probabilities
-        adata_new.obs[fate_entropy_key(new_key)] = entropy
-        written.append("fate probabilities")
+        _write_fates(adata_new, new_key, assignment, distributions, written)
     logg.info("    finished", time=start, deep="added\n    " + ", ".join(written))
     return adata_new if copy else None
+
+
+def _write_fates(adata_new: AnnData, new_key: str, weights, fates: np.ndarray, written: list[str]) -> None:
+    """The new cells' fate probabilities (their weights over the reference's nodes or cells times
+    those fates) and entropy, written under ``new_key``."""
+    probabilities, entropy = fates_core.cell_fates(weights, fates)
+    adata_new.obsm[fate_probabilities_key(new_key)] = probabilities
+    adata_new.obs[fate_entropy_key(new_key)] = entropy
+    written.append("fate probabilities")
 
 
 def _is_cell_level(adata_ref: AnnData, key: str) -> bool:
@@ -290,10 +296,7 @@ def _project_through_neighbours(adata_new: AnnData, adata_ref: AnnData, key: str
     if "fates" in entry and fate_probabilities_key(key) in adata_ref.obsm:
         # a reference cell's fates are its node's: the weighted mean of the neighbours' (NaN rows drop out)
         fates = np.nan_to_num(np.asarray(adata_ref.obsm[fate_probabilities_key(key)], dtype=float), nan=0.0)
-        probabilities, entropy = fates_core.cell_fates(weights, fates)
-        adata_new.obsm[fate_probabilities_key(new_key)] = probabilities
-        adata_new.obs[fate_entropy_key(new_key)] = entropy
-        written.append("fate probabilities")
+        _write_fates(adata_new, new_key, weights, fates, written)
     logg.info("    finished", time=start, deep="added\n    " + ", ".join(written))
     return adata_new if copy else None
 

@@ -204,9 +204,9 @@ def fit_branch_warps(
     keep = np.argsort(-spread, kind="stable")[: min(WARP_GENES, int((spread > 0).sum()))]
     fork = fork_time(times, groups)
     reach = np.array([np.quantile(times[groups == b] - fork, REACH_QUANTILE) for b in range(1, n_branches + 1)])
-    warp = BranchWarp.identity(fork, np.maximum(reach, 0.0), WARP_PIECES)
+    identity = BranchWarp.identity(fork, np.maximum(reach, 0.0), WARP_PIECES)
     if keep.size == 0 or not np.all(reach > 0):
-        return warp
+        return identity
     chosen = block[:, keep]
     chosen = chosen.toarray() if sparse.issparse(chosen) else chosen
     values = (chosen - chosen.mean(axis=0)) / spread[keep]
@@ -235,15 +235,12 @@ def fit_branch_warps(
     # own curves. Those are fitted once, on the unwarped time: a monotone warp within each branch
     # barely changes how well a branch's own curve fits, and the small changes it does make, summed
     # over the many genes whose branches differ, would otherwise outweigh the genes the warp is for
-    basis, design = basis_at(warp)
+    basis, design = basis_at(identity)
     gram = [design[rows_].T @ design[rows_] for rows_ in members]
     cross = [design[rows_].T @ values[rows_] for rows_ in members]
-    weight = 1.0 / n_branches
-    alone = sum(
-        penalized_fit(weight * gram[0] + gram[b], weight * cross[0] + cross[b], weight * sumsq[0] + sumsq[b],
-                      basis.penalty, df=df, what=f"branch {b} (with the trunk)").rss
-        for b in range(1, n_branches + 1)
-    ) * (1.0 + threshold / residual_df)
+    names = [f"branch {b}" for b in range(1, n_branches + 1)]
+    own_fits = _branch_fits(gram, cross, sumsq, basis.penalty, df=df, names=names, trunk_name="the trunk")
+    alone = sum(fit.rss for fit in own_fits) * (1.0 + threshold / residual_df)
 
     def loss(warp: BranchWarp) -> float:
         return float(np.minimum(shared_rss(warp), alone).sum())
@@ -251,8 +248,8 @@ def fit_branch_warps(
     # the stretch that gives every branch the same reach past the fork (tradeSeq's registration),
     # and the way there from no stretch at all: the data choose among them
     equal_reach = reach.mean() / reach
-    candidates = [equal_reach**weight for weight in np.linspace(0.0, 1.0, STRETCH_STEPS)]
-    candidates = [warp.replace(slopes=np.repeat((c / np.exp(np.log(c).mean()))[:, None], WARP_PIECES, axis=1))
+    candidates = [equal_reach**share for share in np.linspace(0.0, 1.0, STRETCH_STEPS)]
+    candidates = [identity.replace(slopes=np.repeat((c / np.exp(np.log(c).mean()))[:, None], WARP_PIECES, axis=1))
                   for c in candidates]
     stretched = min(candidates, key=loss)
     # then each branch's shift, overall pace and each piece's slope in turn, in rounds: a fork
@@ -285,11 +282,11 @@ def fit_branch_warps(
 
     aligned = _aligned_warp(values, sub_times, sub_groups, fork, n_bins=ALIGN_BINS)
     # the alignment read at the pieces' breaks, as a start the rounds can refine
-    ends = fork + warp.breaks
+    ends = fork + identity.breaks
     paced = aligned(ends.ravel(), np.repeat(np.arange(1, n_branches + 1), WARP_PIECES + 1)).reshape(ends.shape)
-    slopes = np.clip(np.diff(paced, axis=1) / np.maximum(np.diff(warp.breaks, axis=1), np.finfo(float).tiny),
+    slopes = np.clip(np.diff(paced, axis=1) / np.maximum(np.diff(identity.breaks, axis=1), np.finfo(float).tiny),
                      *SLOPE_RANGE)
-    started = warp.replace(slopes=slopes, shifts=paced[:, 0] - fork)
+    started = identity.replace(slopes=slopes, shifts=paced[:, 0] - fork)
     return min((refine(stretched), refine(started), aligned), key=loss)
 
 
@@ -632,27 +629,17 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
             )
     basis = spline_basis(times, n_knots)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns)
-    trunk_weight = 1.0 / n_branches
     # one df for every curve keeps the models nested: the least any of them can carry
     df = adapt_df(
         df,
-        [stats_.gram.sum(0)] + [trunk_weight * stats_.gram[0] + stats_.gram[b] for b in range(1, n_branches + 1)],
+        [stats_.gram.sum(0)] + [_with_trunk(stats_.gram, b) for b in range(1, n_branches + 1)],
         basis.penalty,
         f"A branch (with {trunk_name})",
     )
     shared = penalized_fit(stats_.gram.sum(0), stats_.cross.sum(0), stats_.sumsq.sum(0), basis.penalty, df=df,
                            what="The branches together")
-    fits = [  # a loop over the few branches; genes are vectorised inside each fit
-        penalized_fit(
-            trunk_weight * stats_.gram[0] + stats_.gram[b],
-            trunk_weight * stats_.cross[0] + stats_.cross[b],
-            trunk_weight * stats_.sumsq[0] + stats_.sumsq[b],
-            basis.penalty,
-            df=df,
-            what=f"{names[b - 1]} (with {trunk_name})",
-        )
-        for b in range(1, n_branches + 1)
-    ]
+    fits = _branch_fits(stats_.gram, stats_.cross, stats_.sumsq, basis.penalty, df=df, names=names,
+                        trunk_name=trunk_name)
     forms = _branch_forms(stats_.gram, basis.penalty, float(shared.lam[0]), [float(fit.lam[0]) for fit in fits])
     fstat, approximate = f_test(shared.rss, sum(fit.rss for fit in fits), *_form_moments(*forms, stats_.gram.sum()))
     # the exact null of this F for Gaussian noise; Satterthwaite's where the saddlepoint is singular
@@ -662,6 +649,22 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
     fstat, pvals = blank_degenerate(degenerate, fstat, pvals)
     return _Comparison(basis=basis, shared=shared, fits=fits, fstat=fstat, pvals=pvals, counts=counts,
                        degenerate=degenerate)
+
+
+def _with_trunk(parts, branch: int):
+    """Branch ``branch``'s statistic with the trunk's (``parts[0]``) at weight 1/B: each trunk cell
+    enters every branch's fit and counts once over all of them."""
+    return (1.0 / (len(parts) - 1)) * parts[0] + parts[branch]
+
+
+def _branch_fits(gram, cross, sumsq, penalty, *, df, names, trunk_name) -> list:
+    """Each branch's own curve, fitted to its cells and the trunk's (:func:`_with_trunk`), from the
+    groups' sufficient statistics (trunk first); a loop over the few branches, genes vectorised."""
+    return [
+        penalized_fit(_with_trunk(gram, b), _with_trunk(cross, b), _with_trunk(sumsq, b), penalty, df=df,
+                      what=f"{names[b - 1]} (with {trunk_name})")
+        for b in range(1, len(gram))
+    ]
 
 
 def _branch_forms(gram: np.ndarray, penalty: np.ndarray, lam_shared: float, lam_branches: list[float]):
