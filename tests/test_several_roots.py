@@ -132,12 +132,41 @@ def test_one_root_per_label_of_a_group(branching_fitted):
         sks.tl.root(adata, "ddrtree", group=("label", tips), several=True, per_component=True)
 
 
-def test_fates_run_and_dendrogram_refuses_clearly_with_two_roots(two_roots):
+def test_fates_sum_to_one_with_two_roots(two_roots):
     adata = two_roots.copy()
     sks.tl.fate_probabilities(adata, "ddrtree")
     np.testing.assert_allclose(adata.obsm["ddrtree_fate_probabilities"].sum(axis=1), 1.0, atol=1e-9)
-    with pytest.raises(ValueError, match="pl.dendrogram needs one root per connected component"):
-        sks.pl.dendrogram(adata, "ddrtree", show=False)
+
+
+def test_dendrogram_draws_a_tree_from_each_root_joined_where_they_meet(two_roots):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    from scskeleton.pl._dendrogram import MEETINGS_GID, SEGMENTS_GID
+
+    entry = two_roots.uns["ddrtree"]
+    ax = sks.pl.dendrogram(two_roots, "ddrtree", show=False)
+    lines = {c.get_gid(): c.get_segments() for c in ax.collections if isinstance(c, LineCollection)}
+    segments = lines[SEGMENTS_GID]
+    assert len(segments) == len(entry["segments"])
+    assert sum(line[0, 0] == 0.0 for line in segments) == 2  # each root starts at pseudotime 0
+    # where the two roots' stretches meet, the segments ending there are joined end to end by dashed lines
+    ends = {}
+    for name, path in entry["segments"].items():
+        ends.setdefault(int(np.asarray(path)[-1]), []).append(name)
+    meeting = [names for names in ends.values() if len(names) > 1]
+    assert meeting
+    drawn = {name: line for name, line in zip(sorted(entry["segments"], key=int), segments)}
+    joined = {tuple(map(tuple, np.round(pair, 9))) for pair in lines[MEETINGS_GID]}
+    expected = set()
+    for names in meeting:
+        ends_drawn = sorted((drawn[name][1] for name in names), key=lambda point: point[1])
+        expected |= {tuple(map(tuple, np.round([a, b], 9))) for a, b in zip(ends_drawn[:-1], ends_drawn[1:])}
+    assert joined == expected
+    plt.close("all")
 
 
 def test_downstream_tools_work_or_raise_clear_errors(two_roots):

@@ -13,7 +13,7 @@ import numpy as np
 from anndata import AnnData
 from scipy import sparse
 
-from ._core.trees.trajectory import GraphProjection, project_onto_graph, shared_roots
+from ._core.trees.trajectory import GraphProjection, project_onto_graph
 from ._dask import is_dask
 
 
@@ -164,19 +164,6 @@ class StoredGraph:
     def root(self) -> int | None:
         """The first root, or ``None`` when no root is set."""
         return int(self.roots[0]) if self.roots.size else None
-
-    def require_one_root_per_component(self, what: str) -> None:
-        """ValueError naming ``what`` when a connected component holds several roots (``tl.root(several=True)``).
-
-        For the tools that walk the tree away from a single root.
-        """
-        shared = shared_roots(self.adjacency, self.roots)
-        if shared.size:
-            raise ValueError(
-                f"{what} needs one root per connected component, but roots {shared.tolist()} of {self.key!r} "
-                f"share one (set with sks.tl.root(..., several=True)). Root that component once, e.g. "
-                f"sks.tl.root(adata, {self.key!r}, node={int(shared[0])}), then rerun sks.tl.pseudotime."
-            )
 
 
 def read_graph(adata: AnnData, key: str) -> StoredGraph:

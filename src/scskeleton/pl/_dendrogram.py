@@ -13,6 +13,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .._core.trees.trajectory import components
 from .._schema import StoredGraph, pseudotime_key, read_graph, resolve_key, segment_key
 from ._tree import draw_edges
 from ._utils import (
@@ -30,6 +31,8 @@ from ._utils import (
 SEGMENTS_GID = "scskeleton_dendrogram_segments"
 #: The gid of the connectors drawn at the forks, from a parent's end to each child's line.
 CONNECTORS_GID = "scskeleton_dendrogram_connectors"
+#: The gid of the dashed lines joining segments that end at one node (where two roots' stretches meet).
+MEETINGS_GID = "scskeleton_dendrogram_meetings"
 #: The gid of the milestone labels.
 MILESTONES_GID = "scskeleton_dendrogram_milestones"
 #: Half the spread of the cells around their segment's line, in units of the gap between two leaves.
@@ -47,6 +50,7 @@ class Layout:
     end: np.ndarray  # pseudotime of each segment's last node
     position: np.ndarray  # across the pseudotime axis; leaves at 0, 1, 2, …
     parent: list[int | None]  # index of the parent segment, None for one that starts at a root
+    meetings: list[list[int]]  # segments ending at one node: where the stretches from several roots meet
 
 
 def dendrogram(
@@ -79,8 +83,11 @@ def dendrogram(
     (``obs[f"{key}_segment"]``) at its pseudotime (``obs[f"{key}_pseudotime"]``),
     with a small jitter across the line from a fixed seed; cells with NaN
     pseudotime (outside every rooted component) are not drawn. Several
-    connected components, one root each, are drawn one below the other;
-    components without a root are left out.
+    connected components are drawn one below the other; components without
+    a root are left out. Several roots in one component
+    (``tl.root(..., several=True)``) each start a tree at pseudotime 0; where
+    the stretches measured from two roots meet, the segments that end there
+    are joined by a dashed line.
 
     Parameters
     ----------
@@ -145,7 +152,6 @@ def dendrogram(
     colors = [segment_key(key)] if color is None else [color] if isinstance(color, str) else list(color)
     if not colors:
         raise ValueError("color is empty; name an .obs column or gene, or pass None for the segment.")
-    graph.require_one_root_per_component("pl.dendrogram")
     layout = segment_layout(entry, graph)
     coordinates = _cell_coordinates(adata, key, layout)
     # scanpy's embedding draws columns (first, second) as (x, y): swapping them turns the map.
@@ -170,9 +176,11 @@ def dendrogram(
 
 
 def segment_layout(entry, graph: StoredGraph) -> Layout:
-    """Pseudotime span and position of every segment of a rooted tree (or forest, one root per tree).
+    """Pseudotime span and position of every segment of a rooted tree or forest (any number of roots).
 
-    A segment's parent is the one that ends at its first node. Node
+    A segment's parent is the one that ends at its first node (the first of
+    them where several roots' stretches meet there; the others are listed in
+    ``meetings``, as are segments that end at one meeting point). Node
     pseudotime is read off the stored nodes along the segments' paths (the
     sum of Euclidean edge lengths from the root, which is what
     ``tl.pseudotime`` measures on a tree), so the lines and the cells agree.
@@ -182,16 +190,8 @@ def segment_layout(entry, graph: StoredGraph) -> Layout:
     ends: dict[int, list[int]] = {}
     for index, path in enumerate(paths):
         ends.setdefault(int(path[-1]), []).append(index)
-    parent: list[int | None] = []
-    for index, path in enumerate(paths):
-        into = ends.get(int(path[0]), [])
-        if len(into) > 1:
-            raise ValueError(
-                f"Segments {[ids[i] for i in into]} of {graph.key!r} all end at node {int(path[0])}, so the "
-                "trajectory is not a tree directed away from one root per component; pl.dendrogram draws trees "
-                "only. Use sks.pl.tree or sks.pl.pseudotime."
-            )
-        parent.append(into[0] if into else None)
+    parent = [ends.get(int(path[0]), [None])[0] for path in paths]
+    meetings = [into for into in ends.values() if len(into) > 1]
     children: list[list[int]] = [[] for _ in paths]
     for index, up in enumerate(parent):
         if up is not None:
@@ -205,12 +205,19 @@ def segment_layout(entry, graph: StoredGraph) -> Layout:
     position = np.full(len(paths), np.nan)
     next_leaf = 0.0
 
-    def place(index: int, begin: float) -> float:
+    meeting = {index for group in meetings for index in group}
+
+    def meets(index: int) -> bool:
+        return index in meeting or any(meets(child) for child in children[index])
+
+    def place(index: int, begin: float, meeting_last: bool) -> float:
         # Depth-first, so the leaves under one fork get neighbouring positions and never interleave.
+        # The branches that meet another root's go to the side facing that root's tree.
         nonlocal next_leaf
         start[index], end[index] = begin, begin + lengths[index]
         if children[index]:
-            below = [place(child, end[index]) for child in children[index]]
+            order = sorted(children[index], key=lambda child: meets(child) == meeting_last)
+            below = [place(child, end[index], meeting_last) for child in order]
             position[index] = (min(below) + max(below)) / 2.0
         else:
             position[index], next_leaf = next_leaf, next_leaf + 1.0
@@ -218,10 +225,14 @@ def segment_layout(entry, graph: StoredGraph) -> Layout:
 
     if not tops:
         raise ValueError(f"No segment of {graph.key!r} starts at its root; rerun sks.tl.pseudotime(adata, {graph.key!r}).")
-    for top in tops:
-        place(top, 0.0)
-        next_leaf += 1.0  # a blank row between components
-    return Layout(ids=[str(name) for name in ids], start=start, end=end, position=position, parent=parent)
+    component = components(graph.adjacency)
+    for number, top in enumerate(tops):
+        first_of_component = not number or component[paths[top][0]] != component[paths[tops[number - 1]][0]]
+        if number and first_of_component:
+            next_leaf += 1.0  # a blank row between components; roots of one component stay close
+        place(top, 0.0, meeting_last=first_of_component)
+    return Layout(ids=[str(name) for name in ids], start=start, end=end, position=position, parent=parent,
+                  meetings=meetings)
 
 
 def _cell_coordinates(adata: AnnData, key: str, layout: Layout) -> np.ndarray:
@@ -254,6 +265,14 @@ def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tupl
     # under the cells, which sit on them, with a thin trace over them (see draw_edges)
     for segments, gid, width in ((lines, SEGMENTS_GID, edge_width), (connectors, CONNECTORS_GID, edge_width * 0.6)):
         draw_edges(ax, xy(segments), color=edge_color, width=width, gid=gid)
+    # each segment's end is its length from its own root, so the ends that meet need not line up
+    meetings = []
+    for group in layout.meetings:
+        group = sorted((index for index in group if drawn[index]), key=lambda index: layout.position[index])
+        meetings += [[[layout.end[a], layout.position[a]], [layout.end[b], layout.position[b]]]
+                     for a, b in zip(group[:-1], group[1:])]
+    meetings = np.asarray(meetings, dtype=float).reshape(-1, 2, 2)
+    draw_edges(ax, xy(meetings), color=edge_color, width=edge_width * 0.6, gid=MEETINGS_GID, linestyle="--")
     ax.autoscale_view()
 
     milestones = _milestone_points(entry, graph, layout)

@@ -340,18 +340,18 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
         ax.add_artist(Legend(ax, handles, labels, loc="best", fontsize="small", framealpha=0.8))
 
 
-def draw_edges(ax: Axes, segments: np.ndarray, *, color, width, gid: str) -> LineCollection:
+def draw_edges(ax: Axes, segments: np.ndarray, *, color, width, gid: str, linestyle: str = "solid") -> LineCollection:
     """Edges under the cells (``gid``) and a thin translucent trace of them over the cells (``gid + "_trace"``).
 
     Under the cells, no cell type is hidden beneath the skeleton (krumsiek11's
     Ery at its tip); the trace, a fraction of the width and half transparent,
     still shows the skeleton where cells cover it without hiding their colours.
     """
-    edges = LineCollection(segments, colors=color, linewidths=width, zorder=EDGE_ZORDER)
+    edges = LineCollection(segments, colors=color, linewidths=width, linestyles=linestyle, zorder=EDGE_ZORDER)
     edges.set_gid(gid)
     ax.add_collection(edges, autolim=True)
     trace = LineCollection(segments, colors=color, linewidths=np.asarray(width) * TRACE_WIDTH, alpha=TRACE_ALPHA,
-                           zorder=TRACE_ZORDER)
+                           linestyles=linestyle, zorder=TRACE_ZORDER)
     trace.set_gid(f"{gid}_trace")
     ax.add_collection(trace, autolim=False)
     return edges

@@ -105,7 +105,8 @@ def root(
         Allow more than one root in a connected component; pseudotime is then
         measured from the nearest root. Default ``False``: two roots in one
         component raise a ValueError, since that is usually a mistake.
-        ``pl.dendrogram`` needs one root per component.
+        ``pl.dendrogram`` then draws a tree from each root, joined where
+        they meet.
     copy
         Return a copy instead of writing to ``adata``.
 

@@ -307,7 +307,7 @@ def _meeting_points(adjacency, table, deg, roots, node_distance) -> set[int]:
     root the far side is such a maximum too, and single-root results stay as
     they were. (On a tree with one root no node of degree 2 is one anyway.)
     """
-    component = _components(adjacency)
+    component = components(adjacency)
     shared = np.isin(component, component[shared_roots(adjacency, roots)])
     candidates = np.flatnonzero(shared & (deg == 2) & np.isfinite(node_distance))
     candidates = candidates[~np.isin(candidates, roots)]
@@ -318,14 +318,15 @@ def _meeting_points(adjacency, table, deg, roots, node_distance) -> set[int]:
     return set(candidates[beats.all(axis=1)].tolist())
 
 
-def _components(adjacency: sparse.spmatrix) -> np.ndarray:
+def components(adjacency: sparse.spmatrix) -> np.ndarray:
+    """Connected-component label of every node."""
     return csgraph.connected_components(adjacency, directed=False)[1]
 
 
 def shared_roots(adjacency: sparse.spmatrix, roots) -> np.ndarray:
     """The ``roots`` that share their connected component with another root (in the order given)."""
     roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
-    component = _components(adjacency)[roots]
+    component = components(adjacency)[roots]
     labels, counts = np.unique(component, return_counts=True)
     return roots[np.isin(component, labels[counts > 1])]
 
@@ -341,7 +342,7 @@ def root_node(
     a root in every component); within it the choice is :func:`_best_root`.
     """
     group_mass = _checked_mass(group_mass)
-    _, component = csgraph.connected_components(adjacency, directed=False)
+    component = components(adjacency)
     members = np.flatnonzero(component == np.bincount(component, weights=group_mass).argmax())
     return _best_root(adjacency, nodes, members, group_mass, total_mass)
 
@@ -355,7 +356,7 @@ def root_nodes_per_component(
     Returns the roots ordered by component label.
     """
     group_mass = _checked_mass(group_mass)
-    _, component = csgraph.connected_components(adjacency, directed=False)
+    component = components(adjacency)
     reached = np.flatnonzero(np.bincount(component, weights=group_mass) > 0)
     return np.array(
         [_best_root(adjacency, nodes, np.flatnonzero(component == c), group_mass, total_mass) for c in reached],
