@@ -40,3 +40,17 @@ def test_readme_examples_run_as_written():
     entry = namespace["adata"].uns["ddrtree"]
     assert entry["branch_points"].size == 2
     assert (entry["branch_support"]["branch_point_support"] >= 0.9).all()
+
+
+def test_every_public_function_is_in_the_api_reference_and_the_readme():
+    import scskeleton as sks
+
+    api = (README.parent / "docs" / "api.md").read_text(encoding="utf-8")
+    readme = README.read_text(encoding="utf-8")
+    public = [(module, name) for module in ("tl", "pl", "datasets")
+              for name in dir(getattr(sks, module)) if not name.startswith("_")
+              and callable(getattr(getattr(sks, module), name))]
+    assert len(public) > 40
+    assert [f"{m}.{n}" for m, n in public if f"   {m}.{n}\n" not in api] == []
+    # the README names each as `tl.trends`, `sks.datasets.krumsiek11` or, in lists of one module, `spiral`
+    assert [f"{m}.{n}" for m, n in public if f"{m}.{n}" not in readme and f"`{n}`" not in readme] == []
