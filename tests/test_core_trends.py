@@ -354,6 +354,28 @@ def test_registration_keeps_branches_that_stop_early():
     assert (result.pvals < 0.05).mean() < 0.08
 
 
+def test_registration_flattens_a_terminal_pile_of_cells():
+    # branch 2 reaches its terminal state at true time 1.5 and half its cells sit there, while the
+    # learned time runs on through the pile to 2.0; only a warp whose last piece nearly stops
+    # (below SLOPE_RANGE's 0.5) puts those cells back at one time
+    rng = np.random.default_rng(13)
+    true = np.concatenate([rng.uniform(0, 1, 300), 1 + rng.uniform(0, 1, 300),
+                           1 + rng.uniform(0, 0.5, 150), np.full(150, 1.5)])
+    learned = true.copy()
+    learned[750:] = 1.5 + rng.uniform(0, 0.5, 150)
+    groups = np.repeat([0, 1, 2], 300)
+    centres = rng.uniform(0.3, 1.7, 600)
+    values = 1.5 / (1 + np.exp(-(true[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((900, 600))
+    raw = branches.branch_test(values, np.arange(900), learned, groups, registration="none")
+    fitted = branches.branch_test(values, np.arange(900), learned, groups)
+    assert (raw.qvals < 0.05).mean() > 0.2
+    # the slopes of [0.5, 2] alone left 27 % at p < 0.05 and 18 % at q < 0.05; the test on the true
+    # time itself gives 5-9 % at p < 0.05 here
+    assert (fitted.pvals < 0.05).mean() < 0.1 and (fitted.qvals < 0.05).mean() < 0.02
+    warp = branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
+    assert warp.slopes[1, -1] < branches.SLOPE_RANGE[0]
+
+
 def test_registration_is_validated():
     values, learned, groups = _stretched_fork(1.0, n_genes=5)
     with pytest.raises(ValueError, match="registration"):
