@@ -7,7 +7,7 @@ from scipy import optimize, sparse
 import scskeleton as sks
 from scskeleton._core.trees.assign import soft_assignment
 from scskeleton._core.graphs import laplacian, minimum_spanning_tree
-from scskeleton._core.trees.rpg import _L1Program, _update_centers, default_n_nodes, rpg
+from scskeleton._core.trees.rpg import _L1Program, _update_centers, default_n_nodes, descend, rpg
 
 
 def _points(name, **kwargs):
@@ -145,3 +145,47 @@ def test_stopping_rule_survives_an_objective_through_zero():
     data = _points("moons", n_cells=200, random_state=1)
     result = rpg(data, graph="tree", sigma=0.01, gamma=3.0, maxiter=200, tol=1e-4)
     assert result.converged and result.n_iter <= 60
+
+
+def _slow_contraction(target, rate=0.05):
+    """A step that moves 5 % of the way to ``target``: the slow slide of plain alternation."""
+
+    def step(start):
+        updated = start + rate * (target - start)
+        return updated, None, float(np.sum((updated - target) ** 2)), float(np.sum(target**2))
+
+    return step
+
+
+def test_over_relaxation_keeps_the_objective_monotone_and_needs_fewer_passes():
+    target = np.arange(12.0).reshape(4, 3)
+    relaxed = descend(np.zeros_like(target), _slow_contraction(target), maxiter=500, tol=1e-9)
+    plain = descend(np.zeros_like(target), _slow_contraction(target), maxiter=500, tol=1e-9, over_relax=False)
+    assert relaxed.converged and plain.converged
+    assert _non_increasing(relaxed.objective, 0.0)
+    assert relaxed.n_passes < plain.n_passes / 2
+    np.testing.assert_allclose(relaxed.centers, target, atol=1e-3)
+
+
+def test_rejected_over_relaxed_steps_are_replaced_by_the_plain_step():
+    # a step that overshoots: over-relaxing it increases the objective, so most trials are rejected
+    target = np.ones((3, 2))
+
+    def step(start):
+        updated = target + 0.9 * (target - start)  # oscillates around the target, contracting
+        return updated, None, float(np.sum((updated - target) ** 2)), 1.0
+
+    result = descend(np.zeros((3, 2)), step, maxiter=200, tol=1e-12)
+    assert _non_increasing(result.objective, 0.0)
+    assert result.n_passes > result.objective.size  # some passes were rejected trials, not recorded
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("graph", ["tree", "l1"])
+def test_over_relaxed_rpg_reaches_the_plain_objective_in_fewer_passes(seed, graph):
+    data = _points("toy_tree", n_cells=300, random_state=seed)
+    relaxed = rpg(data, graph=graph, sigma=0.01, gamma=10.0, maxiter=200, tol=1e-4, over_relax=True)
+    plain = rpg(data, graph=graph, sigma=0.01, gamma=10.0, maxiter=200, tol=1e-4)
+    assert relaxed.converged and plain.converged
+    assert relaxed.n_iter < plain.n_iter
+    assert relaxed.objective[-1] <= plain.objective[-1] + 1e-3 * abs(plain.objective[-1])

@@ -278,7 +278,7 @@ def test_one_root_per_component_is_bit_identical_to_the_rooted_tree_walk(method,
         sc.pp.pca(adata, n_comps=10)
         sks.tl.rpg(adata, prune=False)
         sks.tl.root(adata, method, obs_min="true_pseudotime")
-        sks.tl.pseudotime(adata, method, min_branch_nodes=6)
+        sks.tl.pseudotime(adata, method, min_branch_nodes=8)
     sks.tl.fate_probabilities(adata, method)
     graph = read_graph(adata, method)
     entry = adata.uns[method]

@@ -19,7 +19,9 @@ from .._core.graphs import minimum_spanning_tree
 from .._core.trees.assign import kmeans, soft_assignment
 from .._core.trees.gaps import bridging_edges
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
-from .._core.trees.rpg import RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, iterate
+from .._core.trees.rpg import (
+    RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, descend, iterate,
+)
 from .._core.trees.skeleton import l1_skeleton, shared_mass
 from .._core.validation import check_positive
 from .blocks import block_sum, gather_rows, judged_rows, lazy_assignment, rechunk_rows
@@ -37,6 +39,7 @@ def rpg_chunked(
     n_neighbors: int = 5,
     maxiter: int = 50,
     tol: float = 1e-5,
+    over_relax: bool = False,
     random_state: int = 0,
     prune: bool = False,
     min_branch_extension: float = MIN_EXTENSION,
@@ -70,20 +73,15 @@ def rpg_chunked(
     program = _L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
     data_norm2 = float(block_sum(_squared_norm, [data]))
 
-    objective: list[float] = []
-    converged = False
-    for iteration in range(1, settings.maxiter + 1):
-        assigned = centers  # P of this iteration belongs to the centers before the update
-        sums = block_sum(_assignment_block, [data], centers, sigma)
-        centers, adjacency, value, size = iterate(
-            centers, sums, program, data_norm2=data_norm2, gamma=settings.gamma, lam=settings.lam, sigma=sigma
-        )
-        objective.append(value)
-        if callback is not None:
-            callback(iteration, value)
-        if iteration > 1 and abs(objective[-2] - value) <= settings.tol * max(size, np.finfo(float).tiny):
-            converged = True
-            break
+    def step(start):
+        sums = block_sum(_assignment_block, [data], start, sigma)
+        return iterate(start, sums, program, data_norm2=data_norm2, gamma=settings.gamma, lam=settings.lam, sigma=sigma)
+
+    descent = descend(
+        centers, step, maxiter=settings.maxiter, tol=settings.tol, over_relax=over_relax, callback=callback
+    )
+    # P of the last step belongs to the centers that step started from
+    centers, adjacency, assigned = descent.centers, descent.adjacency, descent.assigned
 
     n_pruned = 0
     lp_adjacency = None
@@ -113,9 +111,9 @@ def rpg_chunked(
         landmarks=landmarks,
         adjacency=adjacency,
         assignment=assignment,
-        objective=np.asarray(objective),
-        n_iter=len(objective),
-        converged=converged,
+        objective=descent.objective,
+        n_iter=descent.n_passes,
+        converged=descent.converged,
         sigma=sigma,
         candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
         n_pruned=n_pruned,

@@ -48,6 +48,7 @@ def rpg(
     gamma: float = 10.0,
     maxiter: int = 200,
     tol: float = 1e-4,
+    over_relax: bool = False,
     prune: bool = True,
     min_branch_extension: float = MIN_EXTENSION,
     min_branch_fraction: float = MIN_MASS,
@@ -94,6 +95,14 @@ def rpg(
         The paper's rule uses 1e-5; the nodes' slow slide along the curve takes
         100–200 iterations to reach it at 10³ cells for no visible change,
         so the default is 1e-4 (25–60 iterations).
+    over_relax
+        Start each iteration from an over-relaxed step (stretched by a growing
+        factor, kept only if the objective does not rise; Salakhutdinov &
+        Roweis 2003): about half the passes over the cells to a lower
+        objective. Off by default for the tree: on simulated counts its lower
+        optima are bushier trees (2–3× as many branches pruned) and the exact
+        topology fell from 79/80 to 71/80 runs; the paper's plain alternation
+        stops where the tree is still smooth.
     prune, min_branch_extension, min_branch_fraction
         Remove terminal branches that do not stand out of the noise after the
         fit (not in the paper), as in :func:`~scskeleton.tl.ddrtree`: a branch
@@ -117,7 +126,7 @@ def rpg(
     ``adata.uns[key]``
         ``method`` (``"rpg"``), ``params``, ``nodes`` (C, K × D), ``space``
         (= ``use_rep``), ``adjacency`` (the tree, K × K sparse), ``objective``
-        (per iteration), ``n_iter``, ``converged``, ``gap_edges`` (E × 2 tree edges
+        (per kept step), ``n_iter`` (passes over the cells), ``converged``, ``gap_edges`` (E × 2 tree edges
         that cross a gap between groups of cells, i.e. bridge separate clusters;
         a warning names them, and ``pl.tree`` draws them dashed), ``n_pruned``
         (terminal branches removed by the pruning, 0 with ``prune=False``).
@@ -140,6 +149,7 @@ def rpg(
         n_neighbors=0,
         maxiter=maxiter,
         tol=tol,
+        over_relax=over_relax,
         prune=prune,
         min_branch_extension=min_branch_extension,
         min_branch_fraction=min_branch_fraction,
@@ -161,6 +171,7 @@ def rpg_l1(
     n_neighbors: int = 10,
     maxiter: int = 50,
     tol: float = 1e-4,
+    over_relax: bool = True,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -205,6 +216,10 @@ def rpg_l1(
 
     maxiter, tol
         As in :func:`rpg` (default 50 and 1e-4).
+    over_relax
+        Over-relaxed steps, as in :func:`rpg`; on by default here: on the
+        paper's Table 1 sets the ℓ1 graph converges in 5–29 passes instead of
+        5–50, with the same curves, loops and components.
 
     Returns
     -------
@@ -228,6 +243,7 @@ def rpg_l1(
         n_neighbors=n_neighbors,
         maxiter=maxiter,
         tol=tol,
+        over_relax=over_relax,
         prune=False,
         min_branch_extension=0.0,
         min_branch_fraction=MIN_MASS,
@@ -242,7 +258,7 @@ rpg_l1.__doc__ = rpg_l1.__doc__.replace("{tuning}", _TUNING)
 
 
 def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, lam, n_neighbors, maxiter, tol,
-         prune, min_branch_extension, min_branch_fraction, key_added, random_state, copy):
+         over_relax, prune, min_branch_extension, min_branch_fraction, key_added, random_state, copy):
     key = check_key(key_added, default_key)
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
@@ -270,6 +286,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
             n_neighbors=n_neighbors,
             maxiter=maxiter,
             tol=tol,
+            over_relax=over_relax,
             random_state=random_state,
             prune=prune,
             min_branch_extension=min_branch_extension,
@@ -287,6 +304,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         "gamma": gamma,
         "maxiter": maxiter,
         "tol": tol,
+        "over_relax": over_relax,
         "random_state": random_state,
     }
     if graph == "tree":
