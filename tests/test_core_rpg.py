@@ -189,3 +189,16 @@ def test_over_relaxed_rpg_reaches_the_plain_objective_in_fewer_passes(seed, grap
     assert relaxed.converged and plain.converged
     assert relaxed.n_iter < plain.n_iter
     assert relaxed.objective[-1] <= plain.objective[-1] + 1e-3 * abs(plain.objective[-1])
+
+
+def test_l1_graph_prints_nothing_to_standard_output():
+    # HiGHS prints a banner on its first construction in a process: run in a fresh one
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np; from scskeleton._core.trees.rpg import rpg; "
+        "rpg(np.random.default_rng(0).normal(size=(60, 2)), graph='l1', maxiter=3)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == ""

@@ -21,6 +21,8 @@ increases (Theorem 1). The ℓ1 graph returned is the skeleton of the last W
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -482,7 +484,7 @@ class _L1Program:
     def _build(self, bound: np.ndarray):
         import highspy
 
-        solver = highspy.Highs()
+        solver = _quiet(highspy.Highs)
         solver.setOptionValue("output_flag", False)
         solver.setOptionValue("solver", "simplex")
         solver.setOptionValue("threads", 1)  # the same pivots on every machine: bit-identical W
@@ -516,3 +518,22 @@ def _optimal(solver) -> bool:
     import highspy
 
     return solver.getModelStatus() == highspy.HighsModelStatus.kOptimal
+
+
+def _quiet(construct):
+    """``construct()`` with the process's standard output (file descriptor 1) sent to
+    /dev/null: HiGHS prints a copyright banner from C++ on its first construction in a
+    process, before ``output_flag`` can be switched off, and it lands in the user's
+    notebook or pipeline log."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no standard output to silence
+        return construct()
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            return construct()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
