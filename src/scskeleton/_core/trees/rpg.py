@@ -426,6 +426,13 @@ def _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)
     return updated
 
 
+#: A warm re-solve of the ℓ1 program that needs more dual simplex pivots than this many per
+#: candidate edge is abandoned for a fresh interior-point solve (K = 1,000, D = 154, 9,406
+#: edges: the interior-point solve costs about as much as 1,300 pivots; a re-solve after the
+#: nodes' large over-relaxed moves ran past 16,000 pivots, one after small moves a few hundred).
+WARM_PIVOTS_PER_EDGE = 0.1
+
+
 class _L1Program:
     """The sparse linear program (19)/(23)/(24) for the weighted ℓ1 graph.
 
@@ -438,11 +445,21 @@ class _L1Program:
     It is solved through its dual, max zᵀy s.t. Aᵀy ≤ 2φ, -lam ≤ y ≤ lam
     (A the K·D × E matrix of the equality constraints): K·D box-bounded
     variables and only E inequality rows, so a simplex basis is E × E. The
-    optimal W is the dual's multipliers of the edge rows. Between iterations
-    only the right-hand side 2φ changes, so the previous optimal basis stays
-    dual feasible: HiGHS (``highspy``) keeps the model and re-solves from that
-    basis by the dual simplex method, a few hundred pivots where a solve from
-    scratch takes tens of thousands (measured in ``docs/methods/rpg.md``).
+    optimal W is the dual's multipliers of the edge rows. The first program is
+    solved by the interior-point method with crossover to an optimal vertex:
+    from a slack basis the dual simplex method needed more than ten minutes on
+    K = 1,000 nodes of a dense tree-shaped cloud in 154 dimensions, where the
+    interior-point method's normal equations are only E × E and as sparse as the
+    candidate graph (8 s). Between iterations only the right-hand side 2φ
+    changes, so the previous optimal basis stays dual feasible: HiGHS
+    (``highspy``) keeps the model and re-solves from that basis by the dual
+    simplex method, a few hundred pivots once the nodes move little. After the
+    large first moves of the nodes the old basis can be further from the new
+    optimum than a slack basis, so a re-solve stops after
+    :data:`WARM_PIVOTS_PER_EDGE` pivots per candidate edge and the program is
+    solved afresh by the interior-point method (measured in
+    ``docs/methods/rpg.md``). Pivot counts, not time, decide: the same W on
+    every machine.
     """
 
     def __init__(self, landmarks: np.ndarray, n_neighbors: int, lam: float):
@@ -465,7 +482,7 @@ class _L1Program:
         heads, tails = self.edges[:, 0], self.edges[:, 1]
         bound = 2.0 * np.sum((centers[heads] - centers[tails]) ** 2, axis=1)
         if self._solver is None or not self._warm_solve(bound):
-            # first iteration, or the warm start ran into numerical trouble: from scratch
+            # first iteration, or the warm start ran long or into numerical trouble: afresh
             self._solver = self._build(bound)
             if not _optimal(self._solver):
                 status = self._solver.modelStatusToString(self._solver.getModelStatus())
@@ -486,8 +503,9 @@ class _L1Program:
 
         solver = _quiet(highspy.Highs)
         solver.setOptionValue("output_flag", False)
-        solver.setOptionValue("solver", "simplex")
-        solver.setOptionValue("threads", 1)  # the same pivots on every machine: bit-identical W
+        solver.setOptionValue("solver", "ipm")
+        solver.setOptionValue("run_crossover", "on")  # a vertex, and a basis to warm-start from
+        solver.setOptionValue("threads", 1)  # the same steps on every machine: bit-identical W
         program = highspy.HighsLp()
         program.num_col_, program.num_row_ = self.landmarks.size, bound.size
         program.col_cost_ = -self.landmarks.ravel()
@@ -501,12 +519,18 @@ class _L1Program:
         matrix.start_, matrix.index_, matrix.value_ = self.edge_rows.indptr, self.edge_rows.indices, self.edge_rows.data
         solver.passModel(program)
         solver.run()
+        if not _optimal(solver):  # the interior-point method stalled: the simplex method from scratch
+            solver.setOptionValue("solver", "simplex")
+            solver.clearSolver()
+            solver.run()
+        solver.setOptionValue("solver", "simplex")  # later programs: the dual simplex from this basis
         return solver
 
     def _warm_solve(self, bound: np.ndarray) -> bool:
         import highspy
 
         n_rows = bound.size
+        self._solver.setOptionValue("simplex_iteration_limit", int(WARM_PIVOTS_PER_EDGE * n_rows))
         self._solver.changeRowsBounds(
             n_rows, np.arange(n_rows, dtype=np.int32), np.full(n_rows, -highspy.kHighsInf), bound
         )
