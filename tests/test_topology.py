@@ -72,6 +72,41 @@ def test_a_stub_inside_the_noise_is_removed_and_its_cells_counted():
     assert (degrees(result.adjacency) >= 3).sum() == 0 and result.adjacency.shape == (11, 11)
 
 
+def _two_forks(separation, noise=0.3, seed=0):
+    """Fork A at the origin with arms along ±x, fork B at ``separation`` along z with arms along ±y,
+    joined through one empty node: a three-way split drawn as two forks when the gap is small."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, 6, dtype=float)[:, None]
+    a, b = np.zeros(3), np.array([0.0, 0.0, separation])
+    arms = [a + steps * [1, 0, 0], a - steps * [1, 0, 0], b + steps * [0, 1, 0], b - steps * [0, 1, 0]]
+    nodes = np.vstack([a, b, (a + b) / 2, *arms])
+    edges = [(0, 2), (2, 1)]
+    for arm, fork in zip(range(4), (0, 0, 1, 1)):
+        first = 3 + 5 * arm
+        edges += [(fork, first)] + [(first + i, first + i + 1) for i in range(4)]
+    tree = sparse.csr_matrix((np.ones(len(edges)), tuple(np.array(edges).T)), shape=(nodes.shape[0],) * 2)
+    filled = np.r_[0, 1, np.arange(3, nodes.shape[0])]  # the stretch's inner node holds no cells
+    points = np.repeat(nodes[filled], 30, axis=0)
+    return points + noise * rng.standard_normal(points.shape), nodes, tree + tree.T
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forks_closer_than_the_noise_width_become_one(seed):
+    points, nodes, tree = _two_forks(0.1, seed=seed)
+    result = prune_tree(points, nodes, tree)
+    assert sorted(degrees(result.adjacency)[degrees(result.adjacency) >= 3]) == [4]  # one four-way fork
+    assert result.removed_branches == 1 and result.keep.sum() == nodes.shape[0] - 2
+    # the four arms stay whole
+    assert (degrees(result.adjacency) == 1).sum() == 4
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forks_several_noise_widths_apart_stay_two(seed):
+    points, nodes, tree = _two_forks(1.5, seed=seed)  # five widths
+    result = prune_tree(points, nodes, tree)
+    assert result.removed_branches == 0 and sorted(degrees(result.adjacency)[degrees(result.adjacency) >= 3]) == [3, 3]
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_bar_across_a_thick_end_is_pruned(seed):
     # a trunk ending in a T: the start population spreads 3 noise widths across the trunk's end, and

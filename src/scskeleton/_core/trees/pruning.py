@@ -33,6 +33,12 @@ never when it holds more than :data:`MAX_PRUNED_MASS` and scores at least
 clustered data can score low, but it is no stub; a chain that runs beside the
 rest of the tree, within 2.5 noise widths of it, is the tube split in two).
 
+After that, two branch points joined by an internal stretch shorter than the noise
+width around them (:data:`MIN_FORK_SEPARATION` robust widths, measured as for e(β) in the
+direction of the stretch) become one: cells spread over more than the gap, so the data
+cannot tell a split into three from two splits in a row, and the learners draw a three-way
+split as two forks joined by a stretch of (nearly) coincident, empty nodes.
+
 Before that, leaf nodes holding fewer cells than a quarter of an average node's are
 trimmed (repeatedly): k-means seeding puts nodes on outlying cells, and the tree then
 reaches out to them. Branches are removed one at a time, the least extended first, because removing
@@ -75,6 +81,11 @@ MIN_TUBE_CELLS = 20
 MIN_TUBE_SINE = 0.5
 #: Quantile of the branch cells' offsets compared with the noise width.
 OUT_QUANTILE = 0.75
+#: Two branch points closer than this many noise widths along the tree are one. A principal
+#: tree draws a three-way split as two forks joined by empty nodes that the smoothing pulls
+#: together (separation ~0 on Splatter-style simulations); real internal branches of generated
+#: trees measured 1.65 widths and more (two side branches of a DLA tree started a few steps apart).
+MIN_FORK_SEPARATION = 1.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,8 @@ class PrunedTree:
     adjacency
         The pruned tree over the kept nodes only (re-indexed, K' × K').
     removed_branches
-        Number of terminal branches removed, counting each outlying leaf node trimmed.
+        Number of terminal branches removed, counting each outlying leaf node trimmed,
+        plus the pairs of branch points merged into one.
     extension, mass
         For every terminal branch of the pruned tree (by leaf, in the original
         node numbering): its extension e(β) and share of the cells.
@@ -214,6 +226,7 @@ def prune_tree(
             kept_nodes = np.flatnonzero(keep)
             labels[moved] = kept_nodes[nearest_nodes(points[moved], nodes[kept_nodes])]
         removed += 1
+    removed += _merge_close_forks(points, nodes, neighbours, keep, labels, max_cells)
 
     kept_nodes = np.flatnonzero(keep)
     index = np.full(n_nodes, -1, dtype=np.intp)
@@ -230,6 +243,82 @@ def prune_tree(
         extension=np.array([f[1] for f in final], dtype=float),
         mass=np.array([f[2] for f in final], dtype=float),
     )
+
+
+def _merge_close_forks(points, nodes, neighbours, keep, labels, max_cells) -> int:
+    """Merge branch points joined by a stretch shorter than :data:`MIN_FORK_SEPARATION` noise widths.
+
+    The fork holding fewer cells and the stretch's inner nodes go; the other
+    fork takes over their neighbours (its edges to them are at most the short
+    stretch longer). Updates ``neighbours``, ``keep`` and ``labels`` in place;
+    returns the number of merges.
+    """
+    merged = 0
+    while True:
+        members = _members(labels, nodes.shape[0])
+        close = []
+        for path in _internal_stretches(neighbours):
+            length = float(np.linalg.norm(np.diff(nodes[path], axis=0), axis=1).sum())
+            if length < MIN_FORK_SEPARATION * _stretch_width(points, nodes, neighbours, members, path, max_cells):
+                close.append((length, path))
+        if not close:
+            return merged
+        _, path = min(close, key=lambda item: item[0])  # the closest pair first: merging changes the rest
+        first, last = path[0], path[-1]
+        kept, gone = (first, last) if members[first].size >= members[last].size else (last, first)
+        dropped = [node for node in path if node != kept]
+        outside = {other for node in dropped for other in neighbours[node]} - set(path)
+        for node in dropped:
+            for other in neighbours[node]:
+                neighbours[other].discard(node)
+            neighbours[node].clear()
+            keep[node] = False
+        for other in outside:
+            neighbours[kept].add(other)
+            neighbours[other].add(kept)
+        moved = np.flatnonzero(np.isin(labels, dropped))
+        if moved.size:
+            kept_nodes = np.flatnonzero(keep)
+            labels[moved] = kept_nodes[nearest_nodes(points[moved], nodes[kept_nodes])]
+        merged += 1
+
+
+def _internal_stretches(neighbours: list[set]) -> list[list[int]]:
+    """Node paths joining two nodes of degree ≥ 3 through nodes of degree 2 (each once)."""
+    out = []
+    for start, ns in enumerate(neighbours):
+        if len(ns) < 3:
+            continue
+        for step in sorted(ns):
+            path, previous, here = [start], start, step
+            while len(neighbours[here]) == 2:
+                path.append(here)
+                previous, here = here, next(n for n in neighbours[here] if n != previous)
+            path.append(here)
+            if len(neighbours[here]) >= 3 and start < here:
+                out.append(path)
+    return out
+
+
+def _stretch_width(points, nodes, neighbours, members, path, max_cells) -> float:
+    """Robust noise width, in the direction of an internal stretch, of the cells around its two ends.
+
+    As the tube of :func:`_extension`: the cells of the two branch points and of
+    the nodes around them off the stretch, offset across their nearest edge and
+    read along the stretch's direction. 0 where it cannot be measured, so that
+    nothing is merged.
+    """
+    stretch = {(min(u, v), max(u, v)) for u, v in zip(path[:-1], path[1:])}
+    local, edges = _tube(neighbours, members, [path[0], path[-1]], excluded=set(path[1:-1]), skip_edges=stretch)
+    cells = _spread(np.concatenate([members[k] for k in local]), max_cells)
+    if cells.size < MIN_TUBE_CELLS or edges.size == 0:
+        return 0.0
+    direction = nodes[path[-1]] - nodes[path[0]]
+    norm = np.linalg.norm(direction)
+    if norm <= 0:  # coincident forks: any width merges them
+        return np.inf
+    width = _width_along(points[cells], nodes, edges, direction / norm)
+    return 0.0 if width is None else width
 
 
 def _terminal_branches(neighbours: list[set]) -> list[tuple[int, list[int], int]]:
@@ -267,18 +356,7 @@ def _spread(indices: np.ndarray, limit: int) -> np.ndarray:
 def _extension(points, nodes, neighbours, members, branch, hub, max_cells) -> float:
     """e(β) of one terminal branch (module docstring)."""
     branch_set = set(branch)
-    # local part of T': the hub and the nodes within two edges of it, away from the branch,
-    # reaching further while they hold too few cells to measure a spread (empty nodes)
-    local = {hub}
-    frontier = [hub]
-    steps = 0
-    while frontier and (steps < TUBE_STEPS or sum(members[k].size for k in local) < MIN_TUBE_CELLS):
-        frontier = [o for here in frontier for o in neighbours[here] if o not in branch_set and o not in local]
-        local.update(frontier)
-        steps += 1
-    edges = np.array(
-        sorted({(min(u, v), max(u, v)) for u in local for v in neighbours[u] if v not in branch_set}), dtype=np.intp
-    ).reshape(-1, 2)
+    local, edges = _tube(neighbours, members, [hub], excluded=branch_set)
     branch_cells = _spread(np.concatenate([members[k] for k in branch]), max_cells)
     tube_cells = _spread(np.concatenate([members[k] for k in local]), max_cells)
     if branch_cells.size == 0 or tube_cells.size == 0 or edges.size == 0:
@@ -290,11 +368,40 @@ def _extension(points, nodes, neighbours, members, branch, hub, max_cells) -> fl
         return 0.0
     direction /= norm
     out = np.quantile(_residual_to_edges(points[branch_cells], nodes, edges) @ direction, OUT_QUANTILE)
-    across, edge = _residual_to_edges(points[tube_cells], nodes, edges, across=True, with_edges=True)
-    # the offsets across each cell's edge span only the directions perpendicular to it: read in the
-    # part of u perpendicular to the edge, rescaled to unit length, they give the noise width there;
-    # an edge running almost along u says nothing about the spread along u (its offsets' component
-    # along u is ~0, and a branch in line with the tree would stand out of a tube of width ~0)
+    tube = _width_along(points[tube_cells], nodes, edges, direction)
+    if tube is None or tube <= 0:
+        return np.inf if out > 0 else 0.0
+    return float(out / tube)
+
+
+def _tube(neighbours, members, starts, *, excluded: set, skip_edges=frozenset()) -> tuple[set, np.ndarray]:
+    """The nodes around ``starts`` whose cells measure the noise, and their edges.
+
+    ``starts`` and the nodes within :data:`TUBE_STEPS` edges of them, not
+    entering ``excluded``, reaching further while they hold fewer than
+    :data:`MIN_TUBE_CELLS` cells (empty nodes); the edges from them to nodes not
+    excluded, without ``skip_edges`` (pairs ``(low, high)``).
+    """
+    local, frontier, steps = set(starts), list(starts), 0
+    while frontier and (steps < TUBE_STEPS or sum(members[k].size for k in local) < MIN_TUBE_CELLS):
+        frontier = [o for here in frontier for o in neighbours[here] if o not in excluded and o not in local]
+        local.update(frontier)
+        steps += 1
+    edges = {(min(u, v), max(u, v)) for u in local for v in neighbours[u] if v not in excluded} - set(skip_edges)
+    return local, np.array(sorted(edges), dtype=np.intp).reshape(-1, 2)
+
+
+def _width_along(cells: np.ndarray, nodes, edges, direction) -> float | None:
+    """Robust width of the noise around ``edges`` along the unit vector ``direction``; None if unmeasurable.
+
+    The offsets across each cell's edge span only the directions perpendicular to
+    it: read in the part of ``direction`` perpendicular to the edge, rescaled to
+    unit length, they give the noise width there. An edge running almost along
+    ``direction`` says nothing about the spread along it (its offsets' component is
+    ~0, and a branch in line with the tree would stand out of a tube of width ~0),
+    so edges within 30° of it are left out.
+    """
+    across, edge = _residual_to_edges(cells, nodes, edges, across=True, with_edges=True)
     axis = nodes[edges[:, 1]] - nodes[edges[:, 0]]
     axis_norm = np.linalg.norm(axis, axis=1)
     cosine = np.divide(axis @ direction, axis_norm, out=np.zeros(axis.shape[0]), where=axis_norm > 0)
@@ -303,11 +410,8 @@ def _extension(points, nodes, neighbours, members, branch, hub, max_cells) -> fl
     if usable.sum() < MIN_TUBE_CELLS:
         usable = (sine >= np.sort(sine)[-min(MIN_TUBE_CELLS, sine.size)]) & (sine > 0.1)
     if not usable.any():
-        return np.inf if out > 0 else 0.0
-    tube = 1.4826 * np.median(np.abs(across[usable] @ direction) / sine[usable])
-    if tube <= 0:
-        return np.inf if out > 0 else 0.0
-    return float(out / tube)
+        return None
+    return float(1.4826 * np.median(np.abs(across[usable] @ direction) / sine[usable]))
 
 
 def _residual_to_edges(
