@@ -428,9 +428,10 @@ def _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)
 
 #: A warm re-solve of the ℓ1 program that needs more dual simplex pivots than this many per
 #: candidate edge is abandoned for a fresh interior-point solve (K = 1,000, D = 154, 9,406
-#: edges: the interior-point solve costs about as much as 1,300 pivots; a re-solve after the
-#: nodes' large over-relaxed moves ran past 16,000 pivots, one after small moves a few hundred).
-WARM_PIVOTS_PER_EDGE = 0.1
+#: edges: re-solves on clustered data take 1,800-6,000 pivots; on a dense tree-shaped cloud,
+#: after the nodes' large over-relaxed moves, past 16,000 at several ms each. A cap of 0.1
+#: per edge made the clustered data 1.5x slower and the tree-shaped cloud no faster than 1.0).
+WARM_PIVOTS_PER_EDGE = 1.0
 
 
 class _L1Program:
