@@ -33,18 +33,18 @@ never when it holds more than :data:`MAX_PRUNED_MASS` and scores at least
 clustered data can score low, but it is no stub; a chain that runs beside the
 rest of the tree, within 2.5 noise widths of it, is the tube split in two).
 
-After that, two branch points joined by an internal stretch shorter than the noise
-width around them (:data:`MIN_FORK_SEPARATION` robust widths, measured as for e(β) in the
-direction of the stretch) become one: cells spread over more than the gap, so the data
-cannot tell a split into three from two splits in a row, and the learners draw a three-way
-split as two forks joined by a stretch of (nearly) coincident, empty nodes.
-
 Before that, leaf nodes holding fewer cells than a quarter of an average node's are
 trimmed (repeatedly): k-means seeding puts nodes on outlying cells, and the tree then
 reaches out to them. Branches are removed one at a time, the least extended first, because removing
 one changes its neighbours' attachments (a ball of cells at a tip grows a star of
 stubs: all but the most extended arm go). Every step works on a few rows: cells
 are handled through their nearest node, at most ``max_cells`` of them per branch.
+
+Last, two branch points joined by an internal stretch shorter than the noise
+width around them (:data:`MIN_FORK_SEPARATION` robust widths, measured as for e(β) in the
+direction of the stretch) become one: cells spread over more than the gap, so the data
+cannot tell a split into three from two splits in a row, and the learners draw a three-way
+split as two forks joined by a stretch of (nearly) coincident, empty nodes.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def _merge_close_forks(points, nodes, neighbours, keep, labels, max_cells) -> in
             return merged
         _, path = min(close, key=lambda item: item[0])  # the closest pair first: merging changes the rest
         first, last = path[0], path[-1]
-        kept, gone = (first, last) if members[first].size >= members[last].size else (last, first)
+        kept = first if members[first].size >= members[last].size else last
         dropped = [node for node in path if node != kept]
         outside = {other for node in dropped for other in neighbours[node]} - set(path)
         for node in dropped:
@@ -290,14 +290,20 @@ def _internal_stretches(neighbours: list[set]) -> list[list[int]]:
         if len(ns) < 3:
             continue
         for step in sorted(ns):
-            path, previous, here = [start], start, step
-            while len(neighbours[here]) == 2:
-                path.append(here)
-                previous, here = here, next(n for n in neighbours[here] if n != previous)
-            path.append(here)
-            if len(neighbours[here]) >= 3 and start < here:
-                out.append(path)
+            inner, end = _walk(neighbours, start, step)
+            if len(neighbours[end]) >= 3 and start < end:
+                out.append([start, *inner, end])
     return out
+
+
+def _walk(neighbours: list[set], start: int, step: int) -> tuple[list[int], int]:
+    """From ``start`` through its neighbour ``step`` along nodes of degree 2: those nodes, and the
+    first node of another degree where the walk stops."""
+    inner, previous, here = [], start, step
+    while len(neighbours[here]) == 2:
+        inner.append(here)
+        previous, here = here, next(n for n in neighbours[here] if n != previous)
+    return inner, here
 
 
 def _stretch_width(points, nodes, neighbours, members, path, max_cells) -> float:
@@ -327,17 +333,9 @@ def _terminal_branches(neighbours: list[set]) -> list[tuple[int, list[int], int]
     for leaf, ns in enumerate(neighbours):
         if len(ns) != 1:
             continue
-        branch, previous, here = [leaf], None, leaf
-        while True:
-            step = next((n for n in neighbours[here] if n != previous), None)
-            if step is None:
-                break
-            previous, here = here, step
-            if len(neighbours[here]) != 2:
-                break
-            branch.append(here)
-        if step is not None and len(neighbours[here]) >= 3:
-            out.append((leaf, branch, here))
+        inner, hub = _walk(neighbours, leaf, next(iter(ns)))
+        if len(neighbours[hub]) >= 3:
+            out.append((leaf, [leaf, *inner], hub))
     return out
 
 
