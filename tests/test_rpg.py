@@ -75,6 +75,35 @@ def test_principal_tree_recovers_branching(n_leaves):
     assert spearmanr(adata.obs["rpg_pseudotime"], adata.obs["true_pseudotime"])[0] >= 0.95
 
 
+def test_default_bandwidth_stays_below_the_collapse_of_a_thick_cloud():
+    """Three arms 5 noise widths long in 30 noisy dimensions (a low-depth fork): k-means landmarks
+    stand as far apart as the cloud is wide, and the nearest-node rule alone puts sigma above the
+    critical bandwidth 2 λ_max, where every node sits at the mean. The default must unfold the tree."""
+    from scskeleton._core.trees.assign import kmeans, squared_distances
+    from scskeleton._core.trees.rpg import default_n_nodes, rpg
+
+    rng = np.random.default_rng(0)
+    n_points, n_dims = 1500, 30
+    along, arm = rng.uniform(0, 1, n_points), rng.integers(0, 3, n_points)
+    data = 5 * along[:, None] * np.eye(n_dims)[arm] + rng.normal(size=(n_points, n_dims))
+    largest = np.linalg.eigvalsh(np.cov(data.T)).max()
+
+    landmarks = kmeans(data, default_n_nodes(n_points), random_state=0)
+    nearest = squared_distances(landmarks, landmarks)
+    np.fill_diagonal(nearest, np.inf)
+    median_rule = float(np.median(nearest.min(axis=1)))
+    assert median_rule > 2 * largest  # the case the cap is for
+
+    def node_spread(sigma):
+        fit = rpg(data, sigma=sigma, prune=False)
+        return np.linalg.eigvalsh(np.cov(fit.centers.T)).max(), fit.sigma
+
+    collapsed, _ = node_spread(median_rule)
+    spread, sigma = node_spread(None)
+    assert collapsed < 0.01 * largest
+    assert sigma < largest and spread > 0.5 * largest  # a quarter-ish of the critical 2 λ_max
+
+
 def test_landmarks_schema_and_round_trip(tmp_path):
     adata = sks.datasets.three_clusters(300, random_state=1)
     sks.tl.rpg_l1(adata, n_nodes=60, key_added="graph")
