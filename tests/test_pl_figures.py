@@ -184,11 +184,11 @@ def test_categories_drawn_in_mixed_order():
 
 def test_pseudotime_words(fitted):
     ax = sks.pl.pseudotime(fitted, KEY, show=False)
-    assert ax.get_title() == "DDRTree segment"
+    assert ax.get_title() == "DDRTree pseudotime per segment"  # what is plotted, not only the colour
     assert ax.get_xlabel() == "DDRTree pseudotime"
     assert _legend_texts(ax.get_legend()) == _segment_labels(fitted)  # milestones, not segment ids
     fig = sks.pl.pseudotime(fitted, KEY, color="true_pseudotime", return_fig=True)
-    assert fig.axes[0].get_title() == "true pseudotime"
+    assert fig.axes[0].get_title() == "DDRTree pseudotime per segment, coloured by true pseudotime"
     assert _colorbar_labels(fig) == ["true pseudotime"]
     ax = sks.pl.pseudotime(fitted, KEY, color="cell_type", title="cells", legend_loc=None, frameon=False,
                            show=False)

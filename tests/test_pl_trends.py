@@ -1,4 +1,6 @@
-"""Tests of ``pl.trends``, ``pl.branch_heatmap`` and ``pl.path``: drawn from the stored results alone."""
+"""Tests of ``pl.trends``, ``pl.branch_heatmap``, ``pl.path``, ``pl.module_heatmap`` and ``pl.modules``: drawn
+from the stored results alone, with defaults a reader can read (legends off the cells, one legend per figure,
+labelled bars)."""
 
 import matplotlib
 
@@ -9,14 +11,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import scanpy as sc  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
+from matplotlib.collections import LineCollection, PathCollection  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.legend import Legend  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
+from scskeleton.pl._utils import category_colors  # noqa: E402
 
 KEY = "ddrtree"
 TRENDS, BRANCHES = f"{KEY}_trends", f"{KEY}_branch_test"
+LINEAGES, MODULES = f"{KEY}_association", f"{KEY}_association_modules"
 # scanpy 1.11 calls the deprecated Colormap.set_bad itself; nothing this module can change.
 pytestmark = pytest.mark.filterwarnings("ignore:The set_bad function:PendingDeprecationWarning")
 
@@ -31,6 +36,15 @@ def adata():
     sks.tl.branch_test(adata, KEY, branch_point=int(adata.uns[KEY]["branch_points"][0]))
     leaf = int(adata.uns[KEY]["segments"][adata.uns[BRANCHES]["segments"][adata.uns[BRANCHES]["branches"][0]][-1]][-1])
     sks.tl.trends(adata, KEY, path=(int(adata.uns[KEY]["root"]), leaf))
+    return adata
+
+
+@pytest.fixture(scope="module")
+def with_modules(adata):
+    """The same data with an association test and four trend modules of its genes."""
+    adata = adata.copy()
+    sks.tl.association_test(adata, KEY, genes=list(adata.var_names[:30]))
+    sks.tl.trend_modules(adata, LINEAGES, n_modules=4)
     return adata
 
 
@@ -203,3 +217,133 @@ def test_missing_results_and_bad_requests_are_clear_errors(adata):
     del broken.obs[f"{TRENDS}_time"]
     with pytest.raises(KeyError, match="incomplete"):
         sks.pl.trends(broken, TRENDS, "gene_0")
+
+
+# --- defaults a reader can read: where legends go, what they say, labelled bars -------------------------
+
+
+def _path_legend(ax):
+    """The legend of the path (or trunk and branches), an extra artist beside scanpy's legend of categories."""
+    found = [a for a in ax.artists if isinstance(a, Legend) and [t.get_text() for t in a.get_texts()][0]
+             in ("path", "trunk")]
+    return found[0] if found else None
+
+
+def test_path_legend_in_the_right_margin_by_default_never_clipped(adata):
+    ax = sks.pl.path(adata, BRANCHES, color="true_branch", show=False)
+    ax.figure.canvas.draw()
+    legend, axes_box = _path_legend(ax), ax.get_window_extent()
+    # default "right margin": outside the axes, off the cells, and not clipped away by them
+    assert not legend.get_clip_on()
+    box = legend.get_window_extent()
+    assert box.x0 >= axes_box.x1
+    # stacked with scanpy's legend of the categories there, not over it
+    assert not box.overlaps(ax.get_legend().get_window_extent())
+    # ... and right of the colour bar of a continuous colour
+    ax = sks.pl.path(adata, TRENDS, color=f"{KEY}_pseudotime", show=False)
+    ax.figure.canvas.draw()
+    bar = next(c.colorbar.ax for c in ax.collections if getattr(c, "colorbar", None) is not None)
+    assert _path_legend(ax).get_window_extent().x0 >= bar.get_tightbbox().x1
+
+
+def test_path_legend_honours_legend_loc(adata):
+    # a matplotlib location puts it inside, there
+    ax = sks.pl.path(adata, BRANCHES, legend_loc="upper left", show=False)
+    ax.figure.canvas.draw()
+    box, axes_box = _path_legend(ax).get_window_extent(), ax.get_window_extent()
+    assert axes_box.x0 <= box.x0 < box.x1 < (axes_box.x0 + axes_box.x1) / 2
+    assert (axes_box.y0 + axes_box.y1) / 2 < box.y0 < box.y1 <= axes_box.y1
+    # and scanpy's legend of the categories, asked for at the same place, moves next to it, not under it
+    for loc in ("upper left", "best"):
+        ax = sks.pl.path(adata, BRANCHES, color="true_branch", legend_loc=loc, show=False)
+        ax.figure.canvas.draw()
+        boxes = [legend.get_window_extent() for legend in [ax.get_legend(), *ax.artists]]
+        assert len(boxes) == 3  # the categories, the graph, the path
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    # None: no legend of the path either
+    assert _path_legend(sks.pl.path(adata, BRANCHES, legend_loc=None, show=False)) is None
+
+
+def test_trends_draws_one_legend_outside_the_panels(adata):
+    genes = ["gene_0", "gene_1", "gene_2", "gene_3"]
+    panels = sks.pl.trends(adata, BRANCHES, genes, ncols=3, show=False)
+    panels[0].figure.canvas.draw()
+    legends = [(i, ax.get_legend()) for i, ax in enumerate(panels) if ax.get_legend() is not None]
+    assert [i for i, _ in legends] == [2]  # once, at the end of the first row: the figure's right edge
+    box = legends[0][1].get_window_extent()
+    assert box.x0 >= panels[2].get_window_extent().x1
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in panels)
+    names = [line.get_label() for line in panels[0].lines[1:]]
+    assert [t.get_text() for t in legends[0][1].get_texts()] == ["trunk cells", "shared", *names]
+    # inside a panel when asked, still only once
+    panels = sks.pl.trends(adata, BRANCHES, genes, ncols=3, legend_loc="upper left", show=False)
+    assert [ax.get_legend() is not None for ax in panels] == [False, False, True, False]
+
+
+def test_trends_lineages_draw_one_legend(with_modules):
+    panels = sks.pl.trends(with_modules, LINEAGES, ["gene_0", "gene_1"], show=False)
+    assert [ax.get_legend() is not None for ax in panels] == [False, True]
+    assert panels[1].get_legend().get_texts()[0].get_text().startswith("root → ")
+
+
+def test_trends_cells_are_labelled_by_their_own_branch(adata):
+    ax = sks.pl.trends(adata, BRANCHES, "gene_0", show=False)
+    handles, labels = ax.get_legend_handles_labels()
+    assert len(labels) == len(set(labels))  # no "trunk cells" for every branch
+    curve_colours = {line.get_label(): to_rgba(line.get_color())[:3] for line in ax.lines}
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(scatters) == 1 + len(adata.uns[BRANCHES]["branches"])
+    assert scatters[0].get_label() == "trunk cells"
+    for scatter in scatters[1:]:  # a branch's cells: its name, and the colour of its curve
+        name = scatter.get_label().removesuffix(" cells")
+        assert scatter.get_label().endswith(" cells") and name in curve_colours
+        assert tuple(scatter.get_facecolors()[0][:3]) == pytest.approx(curve_colours[name])
+
+
+def _module_heatmap_groups(adata):
+    """The heatmap with a groupby bar, and the colours of its groups."""
+    fig = sks.pl.module_heatmap(adata, MODULES, groupby="true_branch", return_fig=True)
+    colours = [to_rgba(c)[:3] for c in category_colors(adata, "true_branch",
+                                                        list(adata.obs["true_branch"].cat.categories))]
+    return fig, colours
+
+
+def test_module_heatmap_legend_of_the_groups(with_modules):
+    fig, colours = _module_heatmap_groups(with_modules)
+    fig.canvas.draw()
+    categories = list(with_modules.obs["true_branch"].cat.categories)
+    # a legend of the groupby colours, titled by the column, clear of the colour bar and its label
+    (legend,) = fig.legends
+    assert legend.get_title().get_text() == "true branch"
+    assert [t.get_text() for t in legend.get_texts()] == categories
+    assert [to_rgba(patch.get_facecolor())[:3] for patch in legend.get_patches()] == colours
+    colorbar = fig.axes[-1]
+    assert colorbar.get_ylabel() == "scaled expression"
+    assert legend.get_window_extent().x0 >= colorbar.get_tightbbox().x1
+
+
+def test_module_heatmap_module_bar_labelled_in_its_own_colours(with_modules):
+    fig, colours = _module_heatmap_groups(with_modules)
+    # the module bar: labelled, each module named on it, in colours none of which is a group's
+    side = fig.axes[0]
+    assert side.get_xlabel() == "module"
+    modules = list(with_modules.var[MODULES].cat.categories)
+    assert [t.get_text() for t in side.texts] == modules
+    module_colours = {tuple(c[:3]) for c in side.images[0].get_cmap()(np.arange(len(modules)))}
+    assert module_colours.isdisjoint(colours)
+    # a palette the user stored for the modules is used
+    stored = with_modules.copy()
+    stored.uns[f"{MODULES}_colors"] = ["#ff0000", "#00ff00", "#0000ff", "#ffff00"]
+    side = sks.pl.module_heatmap(stored, MODULES, return_fig=True).axes[0]
+    assert [to_rgba(c)[:3] for c in side.images[0].get_cmap()(np.arange(4))] == \
+        [to_rgba(c)[:3] for c in stored.uns[f"{MODULES}_colors"]]
+
+
+def test_modules_label_the_shared_axis_under_each_column_only(with_modules):
+    panels = sks.pl.modules(with_modules, MODULES, ncols=3, show=False)  # 4 panels: 3 above, 1 below
+    assert len(panels) == 4
+    panels[0].figure.canvas.draw()
+    # module 0 has module 3 below it; modules 1 and 2 have only switched-off cells below
+    assert [bool(ax.get_xlabel()) for ax in panels] == [False, True, True, True]
+    ticks_shown = [any(tick.label1.get_visible() for tick in ax.xaxis.get_major_ticks()) for ax in panels]
+    assert ticks_shown == [False, True, True, True]

@@ -33,6 +33,11 @@ from ._utils import (
 CELL_EDGES_GID = "scskeleton_cell_edges"
 #: Gap between components drawn side by side, as a fraction of the widest one.
 COMPONENT_GAP = 0.25
+#: Default colour of the edges: a mid grey, which reads over white and under any cell colour alike.
+CELL_EDGE_COLOR = "0.4"
+#: Default opacity of the edges: ``EDGE_OPACITY / mean degree``, within ``EDGE_ALPHA_RANGE``. Where every cell
+#: has many edges they overlap, and opaque ones would merge into one solid mass over the cells.
+EDGE_OPACITY, EDGE_ALPHA_RANGE = 2.5, (0.05, 0.4)
 
 
 def cell_graph(
@@ -45,11 +50,12 @@ def cell_graph(
     dimensions: Sequence[int] | Sequence[Sequence[int]] | None = None,
     side_by_side: bool = False,
     edges: bool = True,
-    edge_color: str = "black",
+    edge_color: str = CELL_EDGE_COLOR,
     edge_width: float = 0.5,
-    edge_alpha: float = 0.3,
+    edge_alpha: float | None = None,
     ncols: int = 4,
     title: str | Sequence[str] | None = None,
+    axis_name: str | None = None,
     legend_loc: str | None = "right margin",
     frameon: bool | None = None,
     ax: Axes | None = None,
@@ -65,7 +71,8 @@ def cell_graph(
     of ``obsp[f"{key}_connectivities"]`` drawn as one
     :class:`~matplotlib.collections.LineCollection` (``gid="scskeleton_cell_edges"``,
     one segment per undirected edge, line width growing with the weight),
-    under the cells.
+    under the cells: grey and, where the graph is dense, faint, so that the
+    cells' colours stay readable.
 
     Parameters
     ----------
@@ -91,17 +98,29 @@ def cell_graph(
     edges
         Draw the learned graph.
     edge_color, edge_width, edge_alpha
-        Colour, largest line width (points) and opacity of the edges.
+        Colour (default a mid grey, ``"0.4"``), largest line width (points,
+        default 0.5) and opacity of the edges. ``edge_alpha=None`` (default)
+        makes the edges fainter the more of them each cell has:
+        ``2.5 / mean degree``, kept within [0.05, 0.4] (0.4 for a chain of
+        cells, 0.1 for 25 edges per cell), so that overlapping edges add up to
+        a grey haze rather than a solid mass between the cells.
     ncols
         Panels per row when ``color`` or the column pairs are a list.
     title
         Title of the panel, or one per panel. Default: what the colour shows
         and the method, e.g. ``"true position — MPME"``; the method alone
         without ``color``.
+    axis_name
+        Name of the basis on the axis labels, numbered by column:
+        ``axis_name="projection YW"`` gives ``"projection YW 1"``. Default: the
+        method for a learned basis (``"MPME 1"``), scanpy's names for common
+        ones (``"PC 1"``, ``"UMAP 1"``), else the ``obsm`` key without ``X_``
+        and underscores (``"X_spl_linear"``: ``"spl linear 1"``).
     legend_loc
         Where the legend of a categorical colour goes, as in
         :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
-        or ``None`` for none.
+        or ``None`` for none. It is titled by what the colour shows
+        (``"cell type"``).
     frameon
         Draw a frame (and axis labels) around the plot; ``None`` follows
         scanpy's setting.
@@ -140,6 +159,8 @@ def cell_graph(
             )
         raise KeyError(f"adata.obsp[{graph_name!r}] is missing; fit the learner {key!r} first, or pass edges=False.")
     upper = sparse.triu(sparse.csr_matrix(adata.obsp[graph_name]), k=1).tocoo() if edges else None
+    if upper is not None and edge_alpha is None:
+        edge_alpha = default_edge_alpha(int((upper.data > 0).sum()), adata.n_obs)
     # the connected components moved apart along each panel's own x axis, whichever columns it draws
     placed = {first: _side_by_side(adata, key, coordinates, first) if side_by_side else coordinates
               for first, _ in pairs}
@@ -153,13 +174,25 @@ def cell_graph(
             panel_title = method_name(adata, key) if name is None else with_method(obs_label(adata, name), adata, key)
         scatter_cells(adata, shown, basis=space, dimensions=(first, second), color=name, ax=panel,
                       scatter_kwargs={"legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs},
-                      title=panel_title)
+                      title=panel_title, axis_name=axis_name)
         if upper is not None:
             _draw_cell_edges(panel, upper, shown[:, [first, second]], color=edge_color, width=edge_width,
                              alpha=edge_alpha)
     tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
+
+
+def default_edge_alpha(n_edges: int, n_cells: int) -> float:
+    """Opacity of ``n_edges`` undirected edges over ``n_cells`` cells: :data:`EDGE_OPACITY` / mean degree,
+    within :data:`EDGE_ALPHA_RANGE`.
+
+    About as many edges cross a spot as its cells have edges, so the grey they
+    add up to stays roughly the same whatever the density of the graph.
+    """
+    mean_degree = 2.0 * n_edges / max(n_cells, 1)
+    low, high = EDGE_ALPHA_RANGE
+    return float(np.clip(EDGE_OPACITY / mean_degree, low, high)) if mean_degree > 0 else high
 
 
 def _draw_cell_edges(ax: Axes, upper: sparse.coo_matrix, points: np.ndarray, *, color, width: float,

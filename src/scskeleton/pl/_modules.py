@@ -9,9 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from anndata import AnnData
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import offset_copy
 from scipy import sparse
 
 from ..tl._inputs import check_gene_symbols, get_expression
@@ -31,6 +33,11 @@ from ._utils import (
 STANDARD_SCALES = ("var", "obs", None)
 #: Gene names are written beside the rows up to this many genes.
 MAX_GENE_LABELS = 80
+#: The module bar's default colours, alternating: greys, so that colour in the figure stands for
+#: the ``groupby`` categories only (the modules are named in the bar).
+MODULE_GREYS = ("0.35", "0.75")
+#: Points between the colour bar's label and the legend of the ``groupby`` categories.
+LEGEND_PAD = 8.0
 
 
 def module_heatmap(
@@ -52,15 +59,19 @@ def module_heatmap(
 ) -> Figure | list | None:
     """Genes × pseudotime heatmap of the modules of ``tl.trend_modules``, one block per lineage (or branch).
 
-    Rows are the clustered genes, grouped by module (colour bar on the left)
-    and within a module ordered by where their curve peaks. Columns are the
+    Rows are the clustered genes, grouped by module (the bar on the left,
+    labelled ``"module"``, in alternating greys with each module's name on
+    it, or in the colours stored in ``adata.uns[f"{key}_colors"]``) and
+    within a module ordered by where their curve peaks. Columns are the
     pseudotime grid of the test the modules came from, one block per lineage
     (``tl.association_test``) or branch (``tl.branch_test``,
     ``tl.fork_test``). By default a cell of the heatmap is the gene's fitted
     curve; with ``layer=`` or ``use_raw=True`` it is the mean expression of
     the cells of that lineage in that pseudotime bin (from that matrix),
     blank where a bin holds no cell. With ``groupby=``, a bar above each block
-    shows the most common category of the block's cells in each bin, and
+    shows the most common category of the block's cells in each bin (in the
+    category colours of ``adata.uns[f"{groupby}_colors"]`` or scanpy's default,
+    with a legend titled by the column right of the colour bar), and
     each block is named by its cells' most common category; without it, by its
     milestones (``"root → tip 2"``, ``"fork 1 → tip 1"``).
 
@@ -130,20 +141,26 @@ def module_heatmap(
     ratios = [0.15] + [1.0] * n_blocks + [0.06]
     grid_spec = fig.add_gridspec(2, n_blocks + 2, width_ratios=ratios, height_ratios=[max(top, 0.01), max(body, 1.0)],
                                  wspace=0.05, hspace=0.02)
-    module_colors = category_colors(adata, key, list(labels.cat.categories))
+    module_colors = _module_colors(adata, key, len(labels.cat.categories))
     side = fig.add_subplot(grid_spec[1, 0])
     side.imshow(modules[:, None], aspect="auto", interpolation="nearest", cmap=ListedColormap(module_colors),
                 vmin=-0.5, vmax=len(module_colors) - 0.5)
     side.set_xticks([])
+    side.set_xlabel("module", fontsize="small")
     if len(columns) <= MAX_GENE_LABELS:
         side.set_yticks(np.arange(len(columns)), names, fontsize="small")
     else:
         side.set_yticks([])
-    if len(columns) > MAX_GENE_LABELS:  # no room for gene names: name the modules instead
-        for module in np.unique(modules):
-            rows = np.flatnonzero(modules == module)
-            side.text(-0.8, rows.mean(), labels.cat.categories[module], ha="right", va="center", fontsize="small")
+    for module in np.unique(modules):
+        rows = np.flatnonzero(modules == module)
+        name = labels.cat.categories[module]
+        if len(columns) > MAX_GENE_LABELS:  # no room for gene names: name the modules beside the bar instead
+            side.text(-0.8, rows.mean(), name, ha="right", va="center", fontsize="small")
+        else:  # on the bar, so that a colour is never the only way to tell the modules apart
+            side.text(0.0, rows.mean(), name, ha="center", va="center", fontsize="x-small",
+                      color=_text_color(module_colors[module]))
     panels = []
+    group_colors = None
     colormap = plt.get_cmap(cmap).copy()
     colormap.set_bad("white")
     for b, block in enumerate(blocks):
@@ -158,13 +175,16 @@ def module_heatmap(
             ax.axhline(boundary, color="white", linewidth=0.8)
         if groupby is not None:
             bar = fig.add_subplot(grid_spec[0, b + 1], sharex=ax)
-            _draw_groups(bar, adata, groupby, members[b], times, grid, label=b == 0)
+            group_colors = _draw_groups(bar, adata, groupby, members[b], times, grid, label=b == 0)
             bar.set_title(block, fontsize="medium")  # above the bar, which would hide a title of the heatmap
         else:
             ax.set_title(block, fontsize="medium")
         panels.append(ax)
-    fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
-                 label="scaled expression" if standard_scale else "expression")
+    colorbar = fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
+                            label="scaled expression" if standard_scale else "expression")
+    if group_colors is not None:
+        _group_legend(fig, colorbar.ax, list(adata.obs[groupby].cat.categories), group_colors,
+                      obs_label(adata, groupby))
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)
 
 
@@ -247,9 +267,43 @@ def _scale(values: np.ndarray, standard_scale: str | None) -> np.ndarray:
     return (values - low) / np.where(span > 0, span, 1.0)
 
 
+def _module_colors(adata: AnnData, key: str, n_modules: int) -> list:
+    """The module bar's colours: those stored in ``uns[f"{key}_colors"]``, else alternating greys.
+
+    Not the default category palette: the ``groupby`` bar uses it, and module 0
+    and the first category would share a colour that means two things.
+    """
+    stored = adata.uns.get(f"{key}_colors")
+    if stored is not None and len(stored) >= n_modules:
+        return list(stored)[:n_modules]
+    return [MODULE_GREYS[m % len(MODULE_GREYS)] for m in range(n_modules)]
+
+
+def _text_color(background) -> str:
+    """Black or white, whichever reads on ``background`` (by its luminance)."""
+    red, green, blue = to_rgb(background)
+    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+
+
+def _group_legend(fig: Figure, colorbar_ax, categories: list, colors: list, title: str):
+    """The legend of the ``groupby`` colours, titled by the column, right of the colour bar and its label.
+
+    Anchored to the colour bar with an offset in points (the width of its
+    ticks and label), so that it stays clear of them when the figure is resized.
+    """
+    width = colorbar_ax.get_tightbbox().x1 - colorbar_ax.get_window_extent().x1  # ticks and label, pixels
+    anchor = offset_copy(colorbar_ax.transAxes, fig=fig, x=width * 72.0 / fig.dpi + LEGEND_PAD, units="points")
+    return fig.legend([Patch(color=colour) for colour in colors], [str(c) for c in categories], title=title,
+                      loc="upper left", bbox_to_anchor=(0.0, 1.0), bbox_transform=anchor, frameon=False,
+                      fontsize="small", title_fontsize="small")
+
+
 def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np.ndarray, grid: np.ndarray, *,
-                 label: bool = True) -> None:
-    """One row: the most common ``groupby`` category of the block's cells in each pseudotime bin."""
+                 label: bool = True) -> list:
+    """One row: the most common ``groupby`` category of the block's cells in each pseudotime bin.
+
+    Returns the categories' colours, for the legend.
+    """
     categories = list(adata.obs[groupby].cat.categories)
     codes = adata.obs[groupby].cat.codes.to_numpy()
     cells = np.flatnonzero(inside & (codes >= 0))
@@ -265,6 +319,7 @@ def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np
     if not label:
         ax.tick_params(axis="y", left=False)
     ax.tick_params(axis="x", labelbottom=False, bottom=False)
+    return colors
 
 
 def modules(
@@ -327,9 +382,13 @@ def modules(
             if shown.size:
                 ax.plot(grid, shown.T, color=colour, alpha=0.15, linewidth=0.6)
             ax.plot(grid, centers[m, b], color=colour, linewidth=2.5, label=block)
-        ax.set_title(f"module {module} ({genes.size} genes)", fontsize="medium")
-        ax.set_xlabel(_time_label(adata, result))
+        ax.set_title(f"module {module} ({genes.size} gene{'s' if genes.size != 1 else ''})", fontsize="medium")
         ax.set_ylabel("standardised trend")
+        # the shared pseudotime axis is labelled once per column, under its lowest panel: sharex hid the
+        # ticks of the panels above, and of a panel with only a switched-off cell below it
+        if m + min(ncols, len(categories)) >= len(categories):
+            ax.set_xlabel(_time_label(adata, result))
+            ax.tick_params(axis="x", labelbottom=True)
     tidy_panels(fig, panels, created=created)
     place_legend(panels[0], legend_loc, fontsize="small")
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)

@@ -52,8 +52,9 @@ def pseudotime(
         An ``.obs`` column or a gene name to colour the cells by. Default: the
         segment (legend entries named by milestones, ``"root → fork 1"``).
     title
-        Title of the plot. Default: what the colour shows, e.g. ``"cell type"``
-        or ``"DDRTree segment"``.
+        Title of the plot. Default: what is plotted and what the colour
+        shows, e.g. ``"DDRTree pseudotime per segment, coloured by cell type"``;
+        ``"DDRTree pseudotime per segment"`` when the colour is the segment.
     legend_loc
         Where the legend of a categorical colour goes, as in
         :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
@@ -102,7 +103,7 @@ def pseudotime(
         ax=ax,
         # scanpy's frameon=False would switch the axes off, and with them the pseudotime axis
         scatter_kwargs={"legend_loc": legend_loc, **scatter_kwargs, "frameon": True},
-        title=title if title is not None else obs_label(adata, shown),
+        title=title if title is not None else _default_title(adata, key, shown),
     )
     # scanpy removes the ticks of embeddings; here both axes carry meaning.
     ax.xaxis.set_major_locator(ticker.AutoLocator())
@@ -112,6 +113,16 @@ def pseudotime(
     ax.set_ylabel("segment")
     set_frame(ax, frameon)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def _default_title(adata: AnnData, key: str, color: str) -> str:
+    """``"DDRTree pseudotime per segment, coloured by cell type"``: the colour's name alone said nothing of
+    what the rows and the x axis are. A column of the same fit is named without its method, once is enough."""
+    plotted = f"{method_name(adata, key)} pseudotime per segment"
+    if color == segment_key(key):
+        return plotted  # the rows are the segments already
+    own = color.startswith(f"{key}_") and color in adata.obs.columns
+    return f"{plotted}, coloured by {obs_label(adata, color, short=own)}"
 
 
 def _row_labels(entry, categories) -> list[str]:

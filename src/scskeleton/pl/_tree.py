@@ -9,9 +9,11 @@ import numpy as np
 from anndata import AnnData
 from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from scipy import sparse
 
 from .._schema import StoredGraph, cell_assignment, cell_coordinates, read_graph, resolve_key
@@ -24,6 +26,7 @@ from ._utils import (
     broadcast_panels,
     finish,
     method_name,
+    milestone_names,
     obs_label,
     panel_grid,
     panel_titles,
@@ -42,6 +45,21 @@ EDGES_TRACE_GID = "scskeleton_edges_trace"
 GAP_EDGES_GID = "scskeleton_gap_edges"
 #: The gid of the support labels (``uns[key]["branch_support"]``).
 SUPPORT_GID = "scskeleton_support"
+#: Marker area (points²) of the root star and the branch point diamonds: visible at a glance, small enough
+#: that the cells at a root tip or a fork still show around and through them.
+ROOT_SIZE, BRANCH_POINT_SIZE = 150.0, 45.0
+#: Opacity of the root star's gold fill: the cells beneath show through it.
+ROOT_FILL_ALPHA = 0.35
+#: Where a support label may go, in points from its node: every 22.5° (starting up-right, where a reader looks
+#: first) on four rings, near before far.
+SUPPORT_ANGLES = np.deg2rad(45.0 + 22.5 * np.arange(16))
+SUPPORT_RADII = (16.0, 28.0, 42.0, 60.0)
+#: A label this far (points) from every cell and node covers none of them; farther is no better, nearer wins.
+SUPPORT_CLEARANCE = 8.0
+#: The white box's padding around a support label, as a share of its font size.
+SUPPORT_PAD = 0.25
+#: A support label nearer than this (points) to a node would cover its marker (the root star's arms included).
+NODE_MARGIN = 6.0
 
 
 def tree(
@@ -60,6 +78,8 @@ def tree(
     size: float | None = None,
     ncols: int = 4,
     title: str | Sequence[str] | None = None,
+    graph_label: str | None = None,
+    axis_name: str | None = None,
     legend_loc: str | None = "right margin",
     frameon: bool | None = None,
     ax: Axes | None = None,
@@ -76,13 +96,18 @@ def tree(
     the cells so that no cell hides beneath them, plus a thin translucent
     trace of the edges over the cells (``gid="scskeleton_edges_trace"``) that
     keeps the skeleton visible where cells are dense. The root(s)
-    (``uns[key]["root"]``, set by ``sks.tl.root``) as a star and the branch
-    points (``uns[key]["branch_points"]``, set by ``sks.tl.pseudotime``) as
-    diamonds, with a legend for the three. Edges listed in
-    ``uns[key]["gap_edges"]`` (E × 2 node pairs), when present, are drawn
-    dashed in a collection of their own (``gid="scskeleton_gap_edges"``)
-    instead. When ``sks.tl.branch_support`` has run, each branch point and
-    leaf it scored is labelled with its support (``gid="scskeleton_support"``).
+    (``uns[key]["root"]``, set by ``sks.tl.root``) as a gold star with a
+    translucent fill and the branch points (``uns[key]["branch_points"]``,
+    set by ``sks.tl.pseudotime``) as hollow diamonds, both over the cells yet
+    small and see-through enough that the cells beneath them show, with a
+    legend for the three. Edges listed in ``uns[key]["gap_edges"]`` (E × 2
+    node pairs), when present, are drawn dashed in a collection of their own
+    (``gid="scskeleton_gap_edges"``) instead. When ``sks.tl.branch_support``
+    has run, each branch point and leaf it scored is labelled with its
+    support (``gid="scskeleton_support"``), named by its milestone when
+    there are milestones (``"fork 1: 0.50"``), on a leader line to a spot
+    clear of the cells, the nodes and the other labels; the legend says what
+    the numbers are.
 
     Parameters
     ----------
@@ -118,7 +143,11 @@ def tree(
     show_support
         Write the bootstrap support (``uns[key]["branch_support"]``, from
         ``sks.tl.branch_support``) next to each branch point and leaf, as a
-        number in [0, 1]. ``None`` (default) writes it when it is present.
+        number in [0, 1]: the share of refits that find it. ``None``
+        (default) writes it when it is present. Each label goes to the first
+        of a few spots around its node (four rings of 16, 16–60 points out)
+        that lies inside the axes, clear of the earlier labels and farthest
+        from the cells and nodes, joined to the node by a thin line.
     edge_color
         Colour of edges and nodes.
     edge_width
@@ -132,10 +161,23 @@ def tree(
         Title of the panel, or one per colour. Default: what the colour shows
         and the method, e.g. ``"cell type — DDRTree"`` or ``"DDRTree pseudotime"``;
         the method's name alone without ``color``.
+    graph_label
+        How the graph's legend entry names it. Default: the method
+        (``"principal tree (RPG)"``), followed by the key when it was stored
+        under a name of its own (``key_added="fresh"``: ``"DDRTree (fresh)"``);
+        a key that is the method's name with a suffix (``"rpg_mpme"``) adds
+        nothing a reader needs and is left out.
+    axis_name
+        Name of the basis on the axis labels, numbered by column:
+        ``axis_name="projection YW"`` gives ``"projection YW 1"``. Default: the
+        method for a learned basis (``"DDRTree 1"``), scanpy's names for
+        common ones (``"PC 1"``, ``"UMAP 1"``), else the ``obsm`` key without
+        ``X_`` and underscores.
     legend_loc
         Where the legend of a categorical colour goes, as in
         :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
-        or ``None`` for none.
+        or ``None`` for none. It is titled by what the colour shows
+        (``"cell type"``).
     frameon
         Draw a frame (and axis labels) around the panel; ``None`` follows
         scanpy's setting.
@@ -169,6 +211,9 @@ def tree(
     colors, pairs = broadcast_panels(colors, pairs, ("colours", "column pairs"))
     placed = {pair: nodes_in_panel(adata, graph, space, coordinates, pair) for pair in dict.fromkeys(pairs)}
     titles = panel_titles(title, len(colors))
+    if graph_label is None:
+        graph_label = default_graph_label(adata, key)
+    support_handles = [] if support is None else [_support_handle(adata.uns[key]["branch_support"])]
     fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(6.4, 4.8),
                                       what="colour or column pair")
     for panel, name, pair, panel_title in zip(panels, colors, pairs, titles):
@@ -183,16 +228,34 @@ def tree(
             ax=panel,
             scatter_kwargs={"size": size, "legend_loc": legend_loc, "frameon": frameon, **scatter_kwargs},
             title=panel_title,
+            axis_name=axis_name,
         )
         nodes, drawn = placed[pair]
         draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
                    show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
-                   gap_edges=gap_edges, label=method_name(adata, key))
-        if support is not None:
-            _draw_support(panel, nodes, drawn, *support, color=edge_color)
+                   gap_edges=gap_edges, label=graph_label, extra_handles=support_handles)
     tidy_panels(fig, panels, created=created)
+    if support is not None:
+        # placed last, once the panels have their final size: the labels keep clear of cells in points on screen
+        names = milestone_names(adata.uns[key])
+        for panel, pair in zip(panels, pairs):
+            nodes, drawn = placed[pair]
+            _draw_support(panel, nodes, drawn, *support, names=names, cells=coordinates[:, list(pair)])
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
+
+
+def default_graph_label(adata: AnnData, key: str) -> str:
+    """The graph's legend entry: the method, with the key only when it says more than the method's name.
+
+    ``"rpg_mpme"`` (RPG on the MPME embedding) is ``"principal tree (RPG)"``:
+    the key merely repeats the method with a suffix that the title, not the
+    legend, should explain. ``"fresh"`` stays ``"DDRTree (fresh)"``.
+    """
+    entry = adata.uns.get(key, {})
+    method = str(entry.get("method", "")) if hasattr(entry, "get") else ""
+    repeats_method = bool(method) and key.startswith(f"{method}_")
+    return method_name(adata, key, with_key=not repeats_method)
 
 
 def basis_coordinates(adata: AnnData, graph: StoredGraph, basis: str | None) -> tuple[str, np.ndarray]:
@@ -274,24 +337,164 @@ def gap_edges_of(entry, graph: StoredGraph) -> np.ndarray:
     return pairs.astype(np.intp)
 
 
+def _support_handle(stored) -> Patch:
+    """The legend entry that says what the support labels' numbers are."""
+    n_boot = stored.get("n_boot") if hasattr(stored, "get") else None
+    refits = f"{int(n_boot)} bootstrap refits" if n_boot is not None else "bootstrap refits"
+    return Patch(facecolor="white", edgecolor="0.6", label=f"support: share of {refits}\nthat find the fork or tip")
+
+
 def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarray, values: np.ndarray, *,
-                  color: str) -> None:
-    """Each support as a small number up and to the right of its node."""
-    for node, value in zip(ids.tolist(), values.tolist()):
-        if not drawn[node]:
-            continue
+                  names: dict[int, str], cells: np.ndarray) -> None:
+    """Each support as a boxed label, ``"fork 1: 0.50"``, on a leader line to its node (see :func:`_place_labels`).
+
+    A fixed offset put the labels of close nodes on top of each other and the
+    root star, and their boxes over the tips' cells. Placement works in points
+    on screen, so it holds at any dpi.
+    """
+    to_points = 72.0 / ax.figure.dpi
+    ax.autoscale_view()
+    frame = ax.get_window_extent()
+    data = ax.transData
+    markers = data.transform(nodes[drawn]) * to_points
+    obstacles = np.vstack([data.transform(cells[np.isfinite(cells).all(axis=1)]) * to_points, markers])
+    # to the nearest point: a label cannot tell cells 1 pt apart, and piles of cells shrink to a few obstacles
+    obstacles = np.unique(np.round(obstacles), axis=0)
+    style = {"fontsize": "small", "color": "0.1"}
+    shown = [(node, f"{names[node]}: {value:.2f}" if node in names else f"{value:.2f}")
+             for node, value in zip(ids.tolist(), values.tolist()) if drawn[node]]
+    halves = []
+    for _, text in shown:
+        probe = ax.text(0, 0, text, **style)
+        extent, fontsize = probe.get_window_extent(), probe.get_fontsize()
+        probe.remove()
+        # the text, the box's pad around it (SUPPORT_PAD of the font size) and a hair of room between boxes
+        halves.append(np.array([extent.width, extent.height]) * to_points / 2 + SUPPORT_PAD * fontsize + 1.0)
+    anchors = np.array([data.transform(nodes[node]) * to_points for node, _ in shown]).reshape(-1, 2)
+    offsets = _place_labels(anchors, np.array(halves).reshape(-1, 2), markers, obstacles,
+                            np.array([frame.x0, frame.y0, frame.x1, frame.y1]) * to_points)
+    for (node, text), offset in zip(shown, offsets):
         ax.annotate(
-            f"{value:.2f}", xy=(nodes[node, 0], nodes[node, 1]), xytext=(4, 4), textcoords="offset points",
-            fontsize="x-small", color=color, zorder=7, gid=SUPPORT_GID,
-            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7},
+            text, xy=(nodes[node, 0], nodes[node, 1]), xytext=tuple(offset), textcoords="offset points",
+            ha="center", va="center", zorder=7, gid=SUPPORT_GID, annotation_clip=False, **style,
+            bbox={"boxstyle": f"round,pad={SUPPORT_PAD}", "facecolor": "white", "edgecolor": "0.6", "alpha": 0.9,
+                  "linewidth": 0.6},
+            arrowprops={"arrowstyle": "-", "color": "0.35", "linewidth": 0.7, "shrinkA": 0, "shrinkB": 2},
         )
+
+
+def _place_labels(anchors: np.ndarray, halves: np.ndarray, markers: np.ndarray, obstacles: np.ndarray,
+                  frame: np.ndarray) -> np.ndarray:
+    """Offsets (points) of labels of half-size ``halves`` from their ``anchors``, one at a time, greedily.
+
+    Each label takes, of the spots :data:`SUPPORT_RADII` × :data:`SUPPORT_ANGLES`
+    around its anchor, the one whose box overlaps the earlier labels least,
+    then stays inside ``frame`` (x0, y0, x1, y1), then covers no node marker
+    (within :data:`NODE_MARGIN`), then whose leader line crosses fewest
+    earlier ones and passes over fewest other nodes (either pairs a number
+    with the wrong node), then lies farthest (up to :data:`SUPPORT_CLEARANCE`)
+    from every cell and node (``obstacles``), then is nearest its anchor. The
+    labels are placed in three orders (as given, reversed, most crowded
+    first); the order whose placement scores best on the same criteria, summed,
+    wins. Everything is in points; ties go to the earlier candidate, so the
+    result is deterministic.
+    """
+    rings = np.array([(r * np.cos(a), r * np.sin(a)) for r in SUPPORT_RADII for a in SUPPORT_ANGLES])
+    radius = np.hypot(rings[:, 0], rings[:, 1])
+    n = len(anchors)
+    if not n:
+        return np.empty((0, 2))
+    reach = SUPPORT_RADII[-1] + halves.max(axis=0) + SUPPORT_CLEARANCE
+    # the scores that do not depend on the other labels, once per label
+    fixed = []
+    for anchor, half in zip(anchors, halves):
+        centres = anchor + rings
+        outside = (np.clip(frame[:2] - (centres - half), 0, None)
+                   + np.clip(centres + half - frame[2:], 0, None)).sum(axis=1)
+        # only the obstacles within reach of some candidate can matter, which keeps this cheap for many cells
+        near = obstacles[(np.abs(obstacles - anchor) <= reach).all(axis=1)]
+        clearance = np.minimum(_box_distance(centres, half, near), SUPPORT_CLEARANCE)
+        covers_node = _box_distance(centres, half, markers) < NODE_MARGIN
+        # a leader line over another node reads as pointing at it
+        others = markers[(np.abs(markers - anchor) <= reach).all(axis=1) & (np.hypot(*(markers - anchor).T) > 1e-9)]
+        fixed.append((outside, covers_node, _passes_near(anchor, centres, others, NODE_MARGIN), -clearance, radius))
+    crowding = [int((np.abs(anchors - anchor) <= 2 * reach).all(axis=1).sum()) for anchor in anchors]
+    orders = [list(range(n)), list(range(n))[::-1], sorted(range(n), key=lambda i: -crowding[i])]
+    best_cost, best_choice = None, None
+    for order in orders:
+        choice, cost = _greedy_labels(order, anchors, halves, rings, fixed)
+        if best_cost is None or cost < best_cost:
+            best_cost, best_choice = cost, choice
+    return rings[best_choice]
+
+
+def _greedy_labels(order, anchors, halves, rings, fixed):
+    """One greedy pass of :func:`_place_labels` in ``order``: each label's ring index and the summed scores.
+
+    ``fixed`` holds each label's scores that do not depend on the others:
+    (outside, covers a node, other nodes under the leader, -clearance, radius).
+    """
+    choice = np.zeros(len(anchors), dtype=int)
+    total = np.zeros(6)
+    boxes: list[np.ndarray] = []  # earlier labels as (x0, y0, x1, y1)
+    leaders: list[np.ndarray] = []  # earlier leader lines as (node x, node y, label x, label y)
+    for i in order:
+        anchor, half = anchors[i], halves[i]
+        outside, covers_node, passes, clearance, radius = fixed[i]
+        centres = anchor + rings
+        lower, upper = centres - half, centres + half
+        overlap = np.zeros(len(centres))
+        for box in boxes:
+            width = np.clip(np.minimum(upper[:, 0], box[2]) - np.maximum(lower[:, 0], box[0]), 0, None)
+            height = np.clip(np.minimum(upper[:, 1], box[3]) - np.maximum(lower[:, 1], box[1]), 0, None)
+            overlap += width * height
+        crossings = passes.astype(float)
+        for leader in leaders:
+            crossings += _crosses(anchor, centres, leader[:2], leader[2:])
+        scores = (overlap, outside, covers_node, crossings, clearance, radius)
+        best = int(np.lexsort((np.arange(len(centres)), *scores[::-1]))[0])
+        choice[i] = best
+        total += [score[best] for score in scores]
+        boxes.append(np.concatenate([lower[best], upper[best]]))
+        leaders.append(np.concatenate([anchor, centres[best]]))
+    return choice, tuple(total)
+
+
+def _box_distance(centres: np.ndarray, half: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Distance from each box (``centres`` ± ``half``) to the nearest of ``points`` (inf when there is none)."""
+    if not len(points):
+        return np.full(len(centres), np.inf)
+    gap = np.clip(np.abs(points[None, :, :] - centres[:, None, :]) - half, 0, None)
+    return np.hypot(gap[..., 0], gap[..., 1]).min(axis=1)
+
+
+def _passes_near(start: np.ndarray, ends: np.ndarray, points: np.ndarray, margin: float) -> np.ndarray:
+    """How many of ``points`` lie within ``margin`` of each segment ``start``–``ends[i]``."""
+    if not len(points):
+        return np.zeros(len(ends))
+    direction = ends - start  # M × 2
+    length = np.maximum((direction ** 2).sum(axis=1), 1e-12)
+    along = np.clip(((points[None, :, :] - start) * direction[:, None, :]).sum(axis=2) / length[:, None], 0, 1)
+    nearest = start + along[..., None] * direction[:, None, :]
+    return (np.hypot(*(points[None, :, :] - nearest).transpose(2, 0, 1)) < margin).sum(axis=1)
+
+
+def _crosses(start: np.ndarray, ends: np.ndarray, other_start: np.ndarray, other_end: np.ndarray) -> np.ndarray:
+    """Whether each segment ``start``–``ends[i]`` properly crosses the segment ``other_start``–``other_end``."""
+    def side(a, b, c):  # sign of the turn a → b → c, for each row of whichever argument has rows
+        return np.sign((b[..., 0] - a[..., 0]) * (c[..., 1] - a[..., 1])
+                       - (b[..., 1] - a[..., 1]) * (c[..., 0] - a[..., 0]))
+
+    return ((side(start, ends, other_start) * side(start, ends, other_end) < 0)
+            & (side(other_start, other_end, start) * side(other_start, other_end, ends) < 0))
 
 
 def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float,
-               gap_edges: np.ndarray, legend: bool = True, label: str | None = None) -> None:
+               gap_edges: np.ndarray, legend: bool = True, label: str | None = None,
+               extra_handles: Sequence = ()) -> None:
     """Edges (gap edges dashed) and nodes under the cells with a thin trace over them, root and branch
-    points on top, and a legend naming the graph ``label`` (default its key)."""
+    points on top, and a legend naming the graph ``label`` (default its key), then ``extra_handles``."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
     # explicitly stored zeros are not edges either.
@@ -323,15 +526,17 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
     branch_points = branch_points[drawn[branch_points]] if branch_points.size else branch_points
     if branch_points.size:
         handles.append(ax.scatter(
-            nodes[branch_points, 0], nodes[branch_points, 1], s=60, marker="D", facecolors="none",
-            edgecolors=edge_color, linewidths=1.5, zorder=5, label="branch point",
+            nodes[branch_points, 0], nodes[branch_points, 1], s=BRANCH_POINT_SIZE, marker="D", facecolors="none",
+            edgecolors=edge_color, linewidths=1.2, zorder=5, label="branch point",
         ))
     roots = graph.roots[drawn[graph.roots]]
     if roots.size:
+        # over the cells so that it is found at once, but see-through: a root tip's cells show beneath it
         handles.append(ax.scatter(
-            nodes[roots, 0], nodes[roots, 1], s=260, marker="*", facecolors="gold",
+            nodes[roots, 0], nodes[roots, 1], s=ROOT_SIZE, marker="*", facecolors=[to_rgba("gold", ROOT_FILL_ALPHA)],
             edgecolors=edge_color, linewidths=1.0, zorder=6, label="root" if roots.size == 1 else "roots",
         ))
+    handles.extend(extra_handles)
 
     # An extra artist, not ax.legend(): that would replace scanpy's legend of the
     # cells' categories, which stays the Axes' own legend.

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import blended_transform_factory, offset_copy
 from scipy import sparse
 
 from .._dask import is_dask
@@ -55,6 +56,8 @@ CELL_COLOR = "0.6"
 METHODS = ("trends", "branch_test", "fork_test", "association_test")
 #: Results with one curve per branch, cells split by branch.
 BRANCHED = ("branch_test", "fork_test")
+#: Points between two legends stacked in an axes' right margin.
+LEGEND_GAP = 6.0
 
 
 def trends(
@@ -71,7 +74,7 @@ def trends(
     size: float | None = None,
     groupby: str | None = None,
     title: str | Sequence[str] | None = None,
-    legend_loc: str | None = "best",
+    legend_loc: str | None = "right margin",
     frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
@@ -124,9 +127,12 @@ def trends(
         Title of each panel: one string for all, or one per gene. Default:
         the gene with its statistics, ``"Gata1  (F = 41.2, q = 3.2e-5)"``.
     legend_loc
-        Where the legend of branches or lineages goes: a matplotlib location
-        (``"best"``, default; ``"upper left"``, …), ``"right margin"`` or
-        ``None`` for none.
+        Where the legend of branches or lineages goes: ``"right margin"``
+        (default: outside the panels, off the cells), a matplotlib location
+        inside the panel (``"best"``, ``"upper left"``, …) or ``None`` for
+        none. Every panel has the same branches in the same colours, so the
+        legend is drawn once, at the last panel of the first row (the
+        figure's right edge).
     frameon
         Draw the box around each panel; ``None`` follows scanpy's setting. The
         axes keep their ticks and labels either way.
@@ -160,17 +166,18 @@ def trends(
     fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.4), what="gene")
 
     x_label = _time_label(adata, result)
+    handles = []  # of the legend, the same in every panel
     for panel, gene, column, gene_values, panel_title in zip(panels, genes, columns, values.T, titles):
         if result["method"] == "trends":
             _draw_trend(panel, adata, key, result, column, times[cells], gene_values, show_cells, size)
             stats = f"R² = {adata.var[f'{key}_r2'].iloc[column]:.2f}"
         elif result["method"] == "association_test":
-            _draw_lineages(panel, adata, key, result, column, times[cells], gene_values, show_cells, size, names,
-                           legend_loc)
+            handles = _draw_lineages(panel, adata, key, result, column, times[cells], gene_values, show_cells,
+                                     size, names)
             stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
         else:
-            _draw_branches(panel, adata, key, result, column, cells, times[cells], gene_values, show_cells,
-                           show_shared, size, names, legend_loc)
+            handles = _draw_branches(panel, adata, key, result, column, cells, times[cells], gene_values,
+                                     show_cells, show_shared, size, names)
             stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
         if panel_title is None:
             panel_title = f"{gene}  ({stats}, {format_pvalue(adata.var[f'{key}_qval'].iloc[column])})"
@@ -178,6 +185,9 @@ def trends(
         panel.set_xlabel(x_label)
         panel.set_ylabel("expression" if shown == "X" else f"expression ({shown})")
         set_frame(panel, frameon)
+    if handles:
+        # one legend at the figure's right edge, not one per panel over each panel's cells
+        place_legend(panels[min(ncols, len(panels)) - 1], legend_loc, handles=handles, fontsize="small")
     tidy_panels(fig, panels, created=created)
     handle = panels[0] if len(panels) == 1 else panels
     return finish(fig, handle, created=created, show=show, save=save, return_fig=return_fig)
@@ -344,7 +354,14 @@ def path(
         Title of the plot. Default: the path's milestones (``"path root → tip 2
         (DDRTree)"``) or the fork tested (``"branch test at fork 1 (DDRTree)"``).
     legend_loc
-        Where the legend of a categorical ``color`` goes, as in :func:`~scskeleton.pl.tree`.
+        Where the legends of the path (or trunk and branches) and of a
+        categorical ``color`` go, as in scanpy: ``"right margin"`` (default:
+        outside the axes on the right, the path's legend on top and any other
+        legend there stacked below it, so that none covers the cells or
+        another), a matplotlib location inside the axes (``"best"``,
+        ``"upper left"``, …) or ``None`` for neither. With ``"on data"`` the
+        categories are written on the cells and the path's legend goes to the
+        right margin.
     frameon
         Draw a frame (and axis labels) around the plot; ``None`` follows scanpy's setting.
     ax, show, save, return_fig
@@ -372,15 +389,16 @@ def path(
         tree_plot(adata, graph.key, basis=basis, dimensions=pair, color=color, ax=panel, show=False, title=title,
                   legend_loc=legend_loc, frameon=frameon, **tree_kwargs)
         nodes, _ = nodes_in_panel(adata, graph, space, coordinates, pair)
-        _draw_path(panel, result, nodes, labels, colors, names, path_width)
+        _draw_path(panel, result, nodes, labels, colors, names, path_width, legend_loc)
     tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
 
 
 def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], colors: list, names: dict,
-               path_width: float) -> None:
-    """The result's edges, thick and outlined under the cells with a thin trace over them, and their legend."""
+               path_width: float, legend_loc: str | None) -> None:
+    """The result's edges, thick and outlined under the cells with a thin trace over them, and their legend
+    (placed by :func:`_path_legend`)."""
     handles = []
     for label, colour in zip(labels, colors):
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
@@ -399,8 +417,87 @@ def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], 
         ax.add_collection(trace)
         handles.append(Line2D([], [], color=colour, linewidth=path_width,
                               label="path" if result["method"] == "trends" else names.get(label, label)))
-    ax.add_artist(Legend(ax, handles, [h.get_label() for h in handles], loc="lower right", fontsize="small",
-                         framealpha=0.8))
+    _path_legend(ax, handles, legend_loc)
+
+
+def _path_legend(ax: Axes, handles: list, legend_loc: str | None) -> Legend | None:
+    """The legend of the path, placed by ``legend_loc`` as scanpy places a legend (see :func:`path`).
+
+    An extra artist, not ``ax.legend()``, which would replace scanpy's legend
+    of the cells' categories. Never clipped: ``add_artist`` clips an artist to
+    the axes, which would hide a legend in the margin.
+    """
+    if legend_loc is None or legend_loc == "none":
+        return None
+    texts = [handle.get_label() for handle in handles]
+    if legend_loc in ("right margin", "on data"):  # "on data" writes categories on the cells, not this legend
+        legend = Legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
+                        frameon=False)
+    else:
+        legend = Legend(ax, handles, texts, loc=legend_loc, fontsize="small", framealpha=0.8)
+    ax.add_artist(legend)
+    legend.set_clip_on(False)
+    if legend_loc in ("right margin", "on data"):
+        _stack_margin_legends(ax, legend)
+    else:
+        _move_legends_off(ax, legend)
+    return legend
+
+
+def _other_legends(ax: Axes, first: Legend) -> list[Legend]:
+    """The visible legends of ``ax`` besides ``first``: scanpy's of the categories, the graph's, …"""
+    return [artist for artist in [ax.get_legend(), *ax.artists]
+            if isinstance(artist, Legend) and artist is not first and artist.get_visible()]
+
+
+def _stack_margin_legends(ax: Axes, first: Legend) -> None:
+    """Stack every legend in ``ax``'s right margin from its top down, ``first`` on top, so none covers another.
+
+    scanpy centres its legend of categories on the margin, where the path's
+    legend would land on it, and puts the colour bar of a continuous colour
+    there: the stack starts right of the colour bar's ticks and label. The
+    offsets are in points (a legend's own size) from the axes or colour bar,
+    so the stack stays intact when the figure is resized or laid out later.
+    """
+    right = ax.get_window_extent().x1
+    others = [legend for legend in _other_legends(ax, first) if legend.get_window_extent().x0 >= right - 1.0]
+    bars = [artist.colorbar.ax for artist in [*ax.collections, *ax.images]
+            if getattr(artist, "colorbar", None) is not None]
+    base, beside = ax.transAxes, 0.0  # the anchor's transform, and points right of it
+    if bars:  # x: the colour bar's right edge (then its ticks and label), y: the axes' top
+        base = blended_transform_factory(bars[-1].transAxes, ax.transAxes)
+        beside = (bars[-1].get_tightbbox().x1 - bars[-1].get_window_extent().x1) * 72.0 / ax.figure.dpi + LEGEND_GAP
+    below = 0.0  # points from the axes' top
+    for legend in [first, *others]:
+        legend.set_loc("upper left")
+        legend.set_bbox_to_anchor((1.0, 1.0), transform=offset_copy(base, fig=ax.figure, x=beside, y=-below,
+                                                                     units="points"))
+        below += legend.get_window_extent().height * 72.0 / ax.figure.dpi + LEGEND_GAP
+
+
+def _move_legends_off(ax: Axes, first: Legend) -> None:
+    """Move the legends that ``first``, inside the axes, lands on next to it, towards the axes' centre.
+
+    scanpy puts its legend of categories at the same ``legend_loc``, and
+    ``"best"`` picks the same corner for both. ``first`` keeps its corner
+    (``"best"`` resolved to it); the others move by its height, in points, so
+    that they stay clear of it when the figure is resized.
+    """
+    box = first.get_window_extent()
+    others = [legend for legend in _other_legends(ax, first) if legend.get_window_extent().overlaps(box)]
+    if not others:
+        return
+    axes = ax.get_window_extent()
+    vertical = "upper" if box.y0 + box.y1 > axes.y0 + axes.y1 else "lower"
+    corner = f"{vertical} {'left' if box.x0 - axes.x0 < axes.x1 - box.x1 else 'right'}"
+    first.set_loc(corner)
+    away = -1.0 if vertical == "upper" else 1.0
+    shift = box.height * 72.0 / ax.figure.dpi + LEGEND_GAP  # points
+    for legend in others:
+        legend.set_loc(corner)
+        legend.set_bbox_to_anchor((0.0, 0.0, 1.0, 1.0), transform=offset_copy(ax.transAxes, fig=ax.figure,
+                                                                               y=away * shift, units="points"))
+        shift += legend.get_window_extent().height * 72.0 / ax.figure.dpi + LEGEND_GAP
 
 
 def _result(adata: AnnData, key: str, caller: str) -> dict:
@@ -515,15 +612,18 @@ def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
     return times
 
 
-def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size, names, legend_loc) -> None:
+def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size, names) -> list:
+    """Grey cells and one curve per lineage; returns the handles of the legend (the curves)."""
     if show_cells:
         ax.scatter(times, values, s=size, c=CELL_COLOR, linewidths=0, alpha=0.5, rasterized=True)
     grid = np.asarray(result["grid"], dtype=float)
     curves = np.asarray(adata.varm[f"{key}_curves"][column], dtype=float)  # L × grid
     colors = plt.get_cmap("tab10").colors
+    handles = []
     for l, leaf in enumerate(result["lineages"]):
-        ax.plot(grid, curves[l], color=colors[l % len(colors)], linewidth=2.0, label=names.get(str(leaf), str(leaf)))
-    place_legend(ax, legend_loc, fontsize="small")
+        handles += ax.plot(grid, curves[l], color=colors[l % len(colors)], linewidth=2.0,
+                           label=names.get(str(leaf), str(leaf)))
+    return handles
 
 
 def _draw_trend(ax, adata, key, result, column, times, values, show_cells, size) -> None:
@@ -533,17 +633,21 @@ def _draw_trend(ax, adata, key, result, column, times, values, show_cells, size)
     ax.plot(grid, np.asarray(adata.varm[f"{key}_curves"][column], dtype=float), color=TREND_COLOR, linewidth=2.0)
 
 
-def _draw_branches(ax, adata, key, result, column, cells, times, values, show_cells, show_shared, size, names,
-                   legend_loc) -> None:
+def _draw_branches(ax, adata, key, result, column, cells, times, values, show_cells, show_shared, size,
+                   names) -> list:
+    """Cells and curves in the colours of their branches, the shared curve dashed; returns the legend's
+    handles: the trunk's cells, the shared curve and the branch curves (a branch's cells share its curve's
+    colour)."""
     labels, colors = _group_colors(adata, key, result)
     groups = adata.obs[f"{key}_branch"].cat.codes.to_numpy()[cells]
     grid = np.asarray(result["grid"], dtype=float)
     handles = []
     if show_cells:
-        for code, colour in enumerate(colors):
+        for code, (label, colour) in enumerate(zip(labels, colors)):
             mine = groups == code
+            # each branch's cells under their own name, so that a legend built from the axes is right
             drawn = ax.scatter(times[mine], values[mine], s=size, color=colour, linewidths=0, alpha=0.5,
-                               rasterized=True, label="trunk cells")
+                               rasterized=True, label=f"{names.get(str(label), str(label))} cells")
             if code == 0:
                 handles.append(drawn)
     if show_shared:
@@ -553,4 +657,4 @@ def _draw_branches(ax, adata, key, result, column, cells, times, values, show_ce
     for b, label in enumerate(result["branches"]):
         handles += ax.plot(grid, curves[b], color=colors[labels.index(label)], linewidth=2.0,
                            label=names.get(str(label), str(label)))
-    place_legend(ax, legend_loc, handles=handles, fontsize="small")
+    return handles

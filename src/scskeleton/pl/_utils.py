@@ -324,6 +324,7 @@ def scatter_cells(
     title: str | None = None,
     axis_name: str | None = None,
     colorbar_label: str | None = None,
+    legend_title: str | None = None,
 ) -> Axes:
     """Scatter cells at ``coordinates[:, dimensions]`` (0-based) coloured by an obs key or gene.
 
@@ -332,8 +333,10 @@ def scatter_cells(
     the coordinates, the one colour column and its stored palette. Then writes
     the readable words: the ``title`` (default :func:`obs_label` of ``color``;
     a ``title`` in ``scatter_kwargs`` wins), the axis labels ``"<axis_name> 1"``
-    (default :func:`basis_label` of ``basis``) and the colour bar's label
-    (default the short :func:`obs_label` of ``color``). Segment and branch
+    (default :func:`basis_label` of ``basis``), the colour bar's label and
+    the title of a categorical colour's legend (both default to the short
+    :func:`obs_label` of ``color``: a legend of categories coded as numbers,
+    "0", "1", would otherwise not say what they are). Segment and branch
     categories are shown by their milestone names (:func:`category_names`).
 
     Cells coloured by a category are drawn in a fixed random order (seed
@@ -397,6 +400,10 @@ def scatter_cells(
     ax.set_ylabel(f"{axis_name} {dimensions[1] + 1}")
     if color is not None:
         label_colorbar(ax, obs_label(adata, color, short=True) if colorbar_label is None else colorbar_label)
+        legend = ax.get_legend()  # scanpy's legend of the categories (none for "on data" or legend_loc=None)
+        if legend is not None:
+            legend.set_title(obs_label(adata, color, short=True) if legend_title is None else legend_title)
+            legend.set_alignment("left")  # over the left-aligned entries, as a heading
     return ax
 
 
@@ -540,11 +547,21 @@ def category_names(adata: AnnData, color: str, categories: Sequence) -> list[str
 
 
 def majority_label(adata: AnnData, groupby: str, cells: np.ndarray) -> str | None:
-    """The most common ``obs[groupby]`` label among ``cells`` (boolean mask), or None when they have none."""
+    """The most common ``obs[groupby]`` label among ``cells`` (boolean mask), or None when they have none.
+
+    Labels that tie for the most cells are all named, joined by ``"/"`` in
+    their category order (sorted for a non-categorical column): a branch of
+    80 Ery and 80 Mk cells is ``"Ery/Mk"``, not whichever came first.
+    """
     values = adata.obs[groupby][np.asarray(cells, dtype=bool)]
-    counts = values.value_counts(sort=True, dropna=True)
+    counts = values.value_counts(sort=False, dropna=True)
     counts = counts[counts > 0]
-    return str(counts.index[0]) if len(counts) else None
+    if not len(counts):
+        return None
+    tied = [str(label) for label in counts.index[counts.to_numpy() == counts.max()]]
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        tied = sorted(tied)
+    return "/".join(tied)
 
 
 def check_groupby(adata: AnnData, groupby: str | None) -> None:
@@ -560,6 +577,7 @@ def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[s
     ``tl.association_test`` by its first and last milestone (``"root → tip 2"``).
     With ``groupby`` each is named instead by the most common label of its
     cells (for a lineage: the cells of its last segment, where it ends);
+    labels that tie are joined (``"Ery/Mk"``, see :func:`majority_label`), and
     a label shared by several branches is followed by the milestone name.
     ``"trunk"`` stays ``"trunk"``. Without milestones, ``"branch <id>"`` /
     ``"lineage to segment <id>"``.
