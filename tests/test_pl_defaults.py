@@ -108,7 +108,7 @@ def test_support_labels_are_apart_named_inside_and_explained():
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
         assert label.arrow_patch is not None  # a leader line back to its node
     # the legend says what the numbers are
-    assert any(text.startswith("support: share of 10 bootstrap refits") for text in
+    assert any(text.startswith("support: share of 10 refits") for text in
                (t.get_text() for t in _graph_legend(ax).get_texts()))
 
 
@@ -132,6 +132,27 @@ def test_tree_graph_label_default_and_override():
     # a key of its own still tells two fits of one method apart
     ax = sks.pl.tree(_tree(key="fresh"), "fresh", show=False)
     assert [t.get_text() for t in _graph_legend(ax).get_texts()][0] == "DDRTree (fresh)"
+
+
+def test_graph_legend_placed_by_graph_legend_loc():
+    """Where cells fill the panel, the graph's legend can leave it: stacked with the categories' legend in
+    the right margin, neither covering the other; None draws none; a location puts it inside."""
+    adata = _tree()
+    ax = sks.pl.tree(adata, "ddrtree", color="cluster", graph_legend_loc="right margin", show=False)
+    ax.figure.canvas.draw()
+    graph, categories = _graph_legend(ax).get_window_extent(), ax.get_legend().get_window_extent()
+    right = ax.get_window_extent().x1
+    assert graph.x0 >= right - 1.0 and categories.x0 >= right - 1.0  # both outside, in the margin
+    assert not graph.overlaps(categories)
+    assert not _graph_legend(ax).get_clip_on()
+
+    ax = sks.pl.tree(adata, "ddrtree", color="cluster", graph_legend_loc=None, show=False)
+    assert not [a for a in ax.artists if isinstance(a, Legend)]
+
+    ax = sks.pl.tree(adata, "ddrtree", color="cluster", graph_legend_loc="upper left", show=False)
+    ax.figure.canvas.draw()
+    box, frame = _graph_legend(ax).get_window_extent(), ax.get_window_extent()
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1 + 1.0
 
 
 def test_root_and_branch_point_markers_let_the_cells_show():

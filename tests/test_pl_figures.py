@@ -360,10 +360,17 @@ def test_path_legend_title_and_zorder(fitted):
 def test_modules_blocks_named_by_lineages(fitted):
     modules = f"{LINEAGES}_modules"
     lineages = _legend_texts(sks.pl.trends(fitted, LINEAGES, fitted.var_names[0], show=False).get_legend())
-    panels = sks.pl.modules(fitted, modules, show=False)
-    assert _legend_texts(panels[0].get_legend()) == lineages
+    panels = sks.pl.modules(fitted, modules, ncols=2, show=False)
+    # one legend, titled, at the figure's right edge: beside the last panel of the first row, over no panel
+    holders = [ax for ax in panels if ax.get_legend() is not None]
+    assert holders == [panels[min(2, len(panels)) - 1]]
+    legend = holders[0].get_legend()
+    assert _legend_texts(legend) == lineages and legend.get_title().get_text() == "lineage"
+    panels[0].figure.canvas.draw()
+    box = legend.get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in panels if ax.get_visible())
     assert panels[0].get_xlabel() == "DDRTree pseudotime"
-    assert sks.pl.modules(fitted, modules, legend_loc=None, show=False)[0].get_legend() is None
+    assert all(ax.get_legend() is None for ax in sks.pl.modules(fitted, modules, legend_loc=None, show=False))
     heat = sks.pl.module_heatmap(fitted, modules, show=False)
     assert [ax.get_title() for ax in heat] == lineages
     fig = sks.pl.module_heatmap(fitted, modules, groupby="cell_type", return_fig=True)

@@ -199,7 +199,7 @@ def fates(
         if show_tree:
             nodes, drawn = placed[pair]
             draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=False, show_branch_points=True,
-                       edge_color="black", edge_width=1.0, gap_edges=gap_edges, legend=False)
+                       edge_color="black", edge_width=1.0, gap_edges=gap_edges, legend_loc=None)
     tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)

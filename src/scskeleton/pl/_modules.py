@@ -328,7 +328,7 @@ def modules(
     *,
     ncols: int = 3,
     groupby: str | None = None,
-    legend_loc: str | None = "best",
+    legend_loc: str | None = "right margin",
     show: bool | None = None,
     save: str | os.PathLike | None = None,
     return_fig: bool = False,
@@ -353,8 +353,9 @@ def modules(
     groupby
         An ``.obs`` column, e.g. ``"cell_type"``: name the lineages by it.
     legend_loc
-        Where the legend of lineages goes (first panel): a matplotlib location
-        (``"best"``, default), ``"right margin"`` or ``None`` for none.
+        Where the legend of lineages goes: ``"right margin"`` (default; one
+        legend, beside the last panel of the first row, at the figure's right
+        edge), a matplotlib location (inside that panel) or ``None`` for none.
     show, save, return_fig
         As in :func:`scskeleton.pl.trends`.
     """
@@ -390,5 +391,14 @@ def modules(
             ax.set_xlabel(_time_label(adata, result))
             ax.tick_params(axis="x", labelbottom=True)
     tidy_panels(fig, panels, created=created)
-    place_legend(panels[0], legend_loc, fontsize="small")
+    # one legend at the figure's right edge (beside the last panel of the first row), as pl.trends:
+    # inside the first panel it covered that module's curves
+    handles, texts = panels[0].get_legend_handles_labels()
+    place_legend(panels[min(ncols, len(panels)) - 1], legend_loc, handles=handles, labels=texts, fontsize="small",
+                 title=_lineage_title(groupby))
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)
+
+
+def _lineage_title(groupby: str | None) -> str:
+    """The title of the legend of lineages: what names them."""
+    return "lineage" if groupby is None else f"lineage (named by {groupby.replace('_', ' ')})"

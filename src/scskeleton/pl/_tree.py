@@ -23,6 +23,7 @@ from ._utils import (
     TRACE_ALPHA,
     TRACE_WIDTH,
     TRACE_ZORDER,
+    add_extra_legend,
     broadcast_panels,
     finish,
     method_name,
@@ -81,6 +82,7 @@ def tree(
     graph_label: str | None = None,
     axis_name: str | None = None,
     legend_loc: str | None = "right margin",
+    graph_legend_loc: str | None = "best",
     frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
@@ -141,7 +143,7 @@ def tree(
         Mark the branch points. Turn it off for meshes such as ℓ1 graphs in
         many dimensions, where most nodes have three or more neighbours.
     show_support
-        Write the bootstrap support (``uns[key]["branch_support"]``, from
+        Write the support (``uns[key]["branch_support"]``, from
         ``sks.tl.branch_support``) next to each branch point and leaf, as a
         number in [0, 1]: the share of refits that find it. ``None``
         (default) writes it when it is present. Each label goes to the first
@@ -178,6 +180,12 @@ def tree(
         :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
         or ``None`` for none. It is titled by what the colour shows
         (``"cell type"``).
+    graph_legend_loc
+        Where the legend of the graph (edges, root, branch points, support)
+        goes: a matplotlib location inside the axes (default ``"best"``),
+        ``"right margin"`` (stacked under the legend of the categories, or
+        right of the colour bar: clear of the cells when they fill the panel)
+        or ``None`` for none.
     frameon
         Draw a frame (and axis labels) around the panel; ``None`` follows
         scanpy's setting.
@@ -233,7 +241,8 @@ def tree(
         nodes, drawn = placed[pair]
         draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=show_nodes,
                    show_branch_points=show_branch_points, edge_color=edge_color, edge_width=edge_width,
-                   gap_edges=gap_edges, label=graph_label, extra_handles=support_handles)
+                   gap_edges=gap_edges, label=graph_label, extra_handles=support_handles,
+                   legend_loc=graph_legend_loc)
     tidy_panels(fig, panels, created=created)
     if support is not None:
         # placed last, once the panels have their final size: the labels keep clear of cells in points on screen
@@ -339,9 +348,12 @@ def gap_edges_of(entry, graph: StoredGraph) -> np.ndarray:
 
 def _support_handle(stored) -> Patch:
     """The legend entry that says what the support labels' numbers are."""
-    n_boot = stored.get("n_boot") if hasattr(stored, "get") else None
-    refits = f"{int(n_boot)} bootstrap refits" if n_boot is not None else "bootstrap refits"
-    return Patch(facecolor="white", edgecolor="0.6", label=f"support: share of {refits}\nthat find the fork or tip")
+    get = stored.get if hasattr(stored, "get") else (lambda name: None)
+    n_boot, fraction = get("n_boot"), get("fraction")
+    # tl.branch_support refits on subsamples drawn without replacement: not bootstrap resamples
+    refits = f"{int(n_boot)} refits" if n_boot is not None else "refits"
+    on = f"on {float(fraction):.0%} subsamples" if fraction is not None else "on subsamples"
+    return Patch(facecolor="white", edgecolor="0.6", label=f"support: share of {refits}\n{on} that find the fork or tip")
 
 
 def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarray, values: np.ndarray, *,
@@ -491,10 +503,11 @@ def _crosses(start: np.ndarray, ends: np.ndarray, other_start: np.ndarray, other
 
 def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np.ndarray, *,
                show_nodes: bool, show_branch_points: bool, edge_color: str, edge_width: float,
-               gap_edges: np.ndarray, legend: bool = True, label: str | None = None,
+               gap_edges: np.ndarray, legend_loc: str | None = "best", label: str | None = None,
                extra_handles: Sequence = ()) -> None:
     """Edges (gap edges dashed) and nodes under the cells with a thin trace over them, root and branch
-    points on top, and a legend naming the graph ``label`` (default its key), then ``extra_handles``."""
+    points on top, and a legend naming the graph ``label`` (default its key), then ``extra_handles``,
+    placed by ``legend_loc`` (:func:`~scskeleton.pl._utils.add_extra_legend`; ``None``: none)."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
     # explicitly stored zeros are not edges either.
@@ -538,11 +551,15 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
         ))
     handles.extend(extra_handles)
 
-    # An extra artist, not ax.legend(): that would replace scanpy's legend of the
-    # cells' categories, which stays the Axes' own legend.
-    if legend:
-        labels = [handle.get_label() for handle in handles]
-        ax.add_artist(Legend(ax, handles, labels, loc="best", fontsize="small", framealpha=0.8))
+    if legend_loc in (None, "none", "right margin", "on data"):
+        add_extra_legend(ax, handles, legend_loc)
+    else:
+        # An extra artist, not ax.legend(): that would replace scanpy's legend of the cells' categories.
+        # Inside the axes it leaves the other legends where they are: a plot drawn over this one
+        # (pl.path) moves them when its own legend lands on them.
+        legend = Legend(ax, handles, [handle.get_label() for handle in handles], loc=legend_loc, fontsize="small",
+                        framealpha=0.8)
+        ax.add_artist(legend)
 
 
 def draw_edges(ax: Axes, segments: np.ndarray, *, color, width, gid: str, linestyle: str = "solid") -> LineCollection:

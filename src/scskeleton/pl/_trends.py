@@ -13,10 +13,8 @@ from matplotlib import patheffects
 from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
-from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
-from matplotlib.transforms import blended_transform_factory, offset_copy
 from scipy import sparse
 
 from .._dask import is_dask
@@ -29,6 +27,7 @@ from ._utils import (
     RESULT_NAMES,
     TRACE_WIDTH,
     TRACE_ZORDER,
+    add_extra_legend,
     branch_names,
     category_colors,
     check_groupby,
@@ -56,8 +55,6 @@ CELL_COLOR = "0.6"
 METHODS = ("trends", "branch_test", "fork_test", "association_test")
 #: Results with one curve per branch, cells split by branch.
 BRANCHED = ("branch_test", "fork_test")
-#: Points between two legends stacked in an axes' right margin.
-LEGEND_GAP = 6.0
 
 
 def trends(
@@ -398,7 +395,7 @@ def path(
 def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], colors: list, names: dict,
                path_width: float, legend_loc: str | None) -> None:
     """The result's edges, thick and outlined under the cells with a thin trace over them, and their legend
-    (placed by :func:`_path_legend`)."""
+    (placed by :func:`~scskeleton.pl._utils.add_extra_legend`)."""
     handles = []
     for label, colour in zip(labels, colors):
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
@@ -417,87 +414,7 @@ def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], 
         ax.add_collection(trace)
         handles.append(Line2D([], [], color=colour, linewidth=path_width,
                               label="path" if result["method"] == "trends" else names.get(label, label)))
-    _path_legend(ax, handles, legend_loc)
-
-
-def _path_legend(ax: Axes, handles: list, legend_loc: str | None) -> Legend | None:
-    """The legend of the path, placed by ``legend_loc`` as scanpy places a legend (see :func:`path`).
-
-    An extra artist, not ``ax.legend()``, which would replace scanpy's legend
-    of the cells' categories. Never clipped: ``add_artist`` clips an artist to
-    the axes, which would hide a legend in the margin.
-    """
-    if legend_loc is None or legend_loc == "none":
-        return None
-    texts = [handle.get_label() for handle in handles]
-    if legend_loc in ("right margin", "on data"):  # "on data" writes categories on the cells, not this legend
-        legend = Legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
-                        frameon=False)
-    else:
-        legend = Legend(ax, handles, texts, loc=legend_loc, fontsize="small", framealpha=0.8)
-    ax.add_artist(legend)
-    legend.set_clip_on(False)
-    if legend_loc in ("right margin", "on data"):
-        _stack_margin_legends(ax, legend)
-    else:
-        _move_legends_off(ax, legend)
-    return legend
-
-
-def _other_legends(ax: Axes, first: Legend) -> list[Legend]:
-    """The visible legends of ``ax`` besides ``first``: scanpy's of the categories, the graph's, …"""
-    return [artist for artist in [ax.get_legend(), *ax.artists]
-            if isinstance(artist, Legend) and artist is not first and artist.get_visible()]
-
-
-def _stack_margin_legends(ax: Axes, first: Legend) -> None:
-    """Stack every legend in ``ax``'s right margin from its top down, ``first`` on top, so none covers another.
-
-    scanpy centres its legend of categories on the margin, where the path's
-    legend would land on it, and puts the colour bar of a continuous colour
-    there: the stack starts right of the colour bar's ticks and label. The
-    offsets are in points (a legend's own size) from the axes or colour bar,
-    so the stack stays intact when the figure is resized or laid out later.
-    """
-    right = ax.get_window_extent().x1
-    others = [legend for legend in _other_legends(ax, first) if legend.get_window_extent().x0 >= right - 1.0]
-    bars = [artist.colorbar.ax for artist in [*ax.collections, *ax.images]
-            if getattr(artist, "colorbar", None) is not None]
-    base, beside = ax.transAxes, 0.0  # the anchor's transform, and points right of it
-    if bars:  # x: the colour bar's right edge (then its ticks and label), y: the axes' top
-        base = blended_transform_factory(bars[-1].transAxes, ax.transAxes)
-        beside = (bars[-1].get_tightbbox().x1 - bars[-1].get_window_extent().x1) * 72.0 / ax.figure.dpi + LEGEND_GAP
-    below = 0.0  # points from the axes' top
-    for legend in [first, *others]:
-        legend.set_loc("upper left")
-        legend.set_bbox_to_anchor((1.0, 1.0), transform=offset_copy(base, fig=ax.figure, x=beside, y=-below,
-                                                                     units="points"))
-        below += legend.get_window_extent().height * 72.0 / ax.figure.dpi + LEGEND_GAP
-
-
-def _move_legends_off(ax: Axes, first: Legend) -> None:
-    """Move the legends that ``first``, inside the axes, lands on next to it, towards the axes' centre.
-
-    scanpy puts its legend of categories at the same ``legend_loc``, and
-    ``"best"`` picks the same corner for both. ``first`` keeps its corner
-    (``"best"`` resolved to it); the others move by its height, in points, so
-    that they stay clear of it when the figure is resized.
-    """
-    box = first.get_window_extent()
-    others = [legend for legend in _other_legends(ax, first) if legend.get_window_extent().overlaps(box)]
-    if not others:
-        return
-    axes = ax.get_window_extent()
-    vertical = "upper" if box.y0 + box.y1 > axes.y0 + axes.y1 else "lower"
-    corner = f"{vertical} {'left' if box.x0 - axes.x0 < axes.x1 - box.x1 else 'right'}"
-    first.set_loc(corner)
-    away = -1.0 if vertical == "upper" else 1.0
-    shift = box.height * 72.0 / ax.figure.dpi + LEGEND_GAP  # points
-    for legend in others:
-        legend.set_loc(corner)
-        legend.set_bbox_to_anchor((0.0, 0.0, 1.0, 1.0), transform=offset_copy(ax.transAxes, fig=ax.figure,
-                                                                               y=away * shift, units="points"))
-        shift += legend.get_window_extent().height * 72.0 / ax.figure.dpi + LEGEND_GAP
+    add_extra_legend(ax, handles, legend_loc)
 
 
 def _result(adata: AnnData, key: str, caller: str) -> dict:

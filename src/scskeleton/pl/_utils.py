@@ -27,6 +27,8 @@ from anndata import AnnData
 from matplotlib import rcParams
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from .._schema import unique_names
 
@@ -656,3 +658,93 @@ def panel_titles(title: str | Sequence[str] | None, n_panels: int) -> list[str |
     if len(titles) != n_panels:
         raise ValueError(f"title has {len(titles)} entries for {n_panels} panels; pass one per panel or a string.")
     return titles
+
+
+#: Points between legends stacked in a margin or moved apart.
+LEGEND_GAP = 6.0
+
+
+def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None) -> Legend | None:
+    """A legend of ``handles`` beside scanpy's legend of the cells' categories, placed by ``legend_loc``.
+
+    ``"right margin"`` (or ``"on data"``, where scanpy writes the categories on
+    the cells) stacks it with the other legends in the right margin, from the
+    top down, right of a colour bar; ``None`` or ``"none"`` draws none; a
+    matplotlib location puts it inside the axes there and moves the legends it
+    lands on next to it. Returns the legend or None.
+
+    An extra artist, not ``ax.legend()``, which would replace scanpy's legend
+    of the cells' categories. Never clipped: ``add_artist`` clips an artist to
+    the axes, which would hide a legend in the margin.
+    """
+    if legend_loc is None or legend_loc == "none":
+        return None
+    texts = [handle.get_label() for handle in handles]
+    if legend_loc in ("right margin", "on data"):  # "on data" writes categories on the cells, not this legend
+        legend = Legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
+                        frameon=False)
+    else:
+        legend = Legend(ax, handles, texts, loc=legend_loc, fontsize="small", framealpha=0.8)
+    ax.add_artist(legend)
+    legend.set_clip_on(False)
+    if legend_loc in ("right margin", "on data"):
+        _stack_margin_legends(ax, legend)
+    else:
+        _move_legends_off(ax, legend)
+    return legend
+
+
+def _other_legends(ax: Axes, first: Legend) -> list[Legend]:
+    """The visible legends of ``ax`` besides ``first``: scanpy's of the categories, the graph's, …"""
+    return [artist for artist in [ax.get_legend(), *ax.artists]
+            if isinstance(artist, Legend) and artist is not first and artist.get_visible()]
+
+
+def _stack_margin_legends(ax: Axes, first: Legend) -> None:
+    """Stack every legend in ``ax``'s right margin from its top down, ``first`` on top, so none covers another.
+
+    scanpy centres its legend of categories on the margin, where the path's
+    legend would land on it, and puts the colour bar of a continuous colour
+    there: the stack starts right of the colour bar's ticks and label. The
+    offsets are in points (a legend's own size) from the axes or colour bar,
+    so the stack stays intact when the figure is resized or laid out later.
+    """
+    right = ax.get_window_extent().x1
+    others = [legend for legend in _other_legends(ax, first) if legend.get_window_extent().x0 >= right - 1.0]
+    bars = [artist.colorbar.ax for artist in [*ax.collections, *ax.images]
+            if getattr(artist, "colorbar", None) is not None]
+    base, beside = ax.transAxes, 0.0  # the anchor's transform, and points right of it
+    if bars:  # x: the colour bar's right edge (then its ticks and label), y: the axes' top
+        base = blended_transform_factory(bars[-1].transAxes, ax.transAxes)
+        beside = (bars[-1].get_tightbbox().x1 - bars[-1].get_window_extent().x1) * 72.0 / ax.figure.dpi + LEGEND_GAP
+    below = 0.0  # points from the axes' top
+    for legend in [first, *others]:
+        legend.set_loc("upper left")
+        legend.set_bbox_to_anchor((1.0, 1.0), transform=offset_copy(base, fig=ax.figure, x=beside, y=-below,
+                                                                     units="points"))
+        below += legend.get_window_extent().height * 72.0 / ax.figure.dpi + LEGEND_GAP
+
+
+def _move_legends_off(ax: Axes, first: Legend) -> None:
+    """Move the legends that ``first``, inside the axes, lands on next to it, towards the axes' centre.
+
+    scanpy puts its legend of categories at the same ``legend_loc``, and
+    ``"best"`` picks the same corner for both. ``first`` keeps its corner
+    (``"best"`` resolved to it); the others move by its height, in points, so
+    that they stay clear of it when the figure is resized.
+    """
+    box = first.get_window_extent()
+    others = [legend for legend in _other_legends(ax, first) if legend.get_window_extent().overlaps(box)]
+    if not others:
+        return
+    axes = ax.get_window_extent()
+    vertical = "upper" if box.y0 + box.y1 > axes.y0 + axes.y1 else "lower"
+    corner = f"{vertical} {'left' if box.x0 - axes.x0 < axes.x1 - box.x1 else 'right'}"
+    first.set_loc(corner)
+    away = -1.0 if vertical == "upper" else 1.0
+    shift = box.height * 72.0 / ax.figure.dpi + LEGEND_GAP  # points
+    for legend in others:
+        legend.set_loc(corner)
+        legend.set_bbox_to_anchor((0.0, 0.0, 1.0, 1.0), transform=offset_copy(ax.transAxes, fig=ax.figure,
+                                                                               y=away * shift, units="points"))
+        shift += legend.get_window_extent().height * 72.0 / ax.figure.dpi + LEGEND_GAP
