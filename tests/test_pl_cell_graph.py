@@ -37,6 +37,22 @@ def test_one_line_per_edge_and_adata_untouched(tmp_path):
     assert (sorted(adata.uns), list(adata.obs.columns)) == before
 
 
+def test_edge_widths_follow_the_weights_rank_so_uneven_weights_stay_visible():
+    """Weights spanning three orders of magnitude (as MPME's at C = ∞): in proportion to the weight, the median
+    edge was a fifth of the width, a tenth of a point; by rank it is about two thirds, and order is kept."""
+    adata = _fitted_like()
+    graph = adata.obsp["learner_connectivities"].tocoo()
+    weights = np.geomspace(1e-3, 1.0, graph.nnz // 2)
+    upper = sparse.triu(graph, k=1).tocoo()
+    upper = sparse.coo_matrix((weights, (upper.row, upper.col)), shape=graph.shape)
+    adata.obsp["learner_connectivities"] = (upper + upper.T).tocsr()
+    widths = np.asarray(_edges(sks.pl.cell_graph(adata, "learner", edge_width=1.0, show=False)).get_linewidths())
+    assert np.isclose(widths.max(), 1.0) and widths.min() >= 0.3 - 1e-9
+    assert np.median(widths) >= 0.6
+    drawn = sparse.triu(adata.obsp["learner_connectivities"], k=1).tocoo()
+    assert np.all(np.diff(widths[np.argsort(drawn.data)]) >= 0)  # heavier edges never thinner
+
+
 def test_side_by_side_separates_components():
     adata = _fitted_like()
     ax = sks.pl.cell_graph(adata, "learner", side_by_side=True, show=False)
