@@ -237,6 +237,38 @@ def test_simulated_counts_give_the_true_number_of_branch_points(method, simulate
     assert np.median(spearman) >= 0.95 and min(spearman) >= 0.85, spearman
 
 
+def test_low_depth_stars_are_measured_against_the_tree_wide_noise(monkeypatch):
+    """At 1,500 counts per cell with dropout DDRTree draws dense end states as balls of nodes whose
+    spanning tree is a star; every cell there lies near some edge, the local tube looks 2–4 times too
+    narrow and its stubs stand out of it. Measured against the tree-wide noise width they go: the
+    true number of branch points in each of these runs, which over-branch without that floor."""
+    from scskeleton._core.trees.pruning import TreeNoise
+
+    runs = [(2, 0), (3, 1)]
+    data = []
+    for n_fates, seed in runs:
+        adata = sks.datasets.simulate_trajectory(2000, n_fates=n_fates, library_size=1500, dropout=0.3,
+                                                 random_state=seed)
+        sc.pp.normalize_total(adata)
+        sc.pp.log1p(adata)
+        sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+        sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+        data.append(adata)
+
+    def branch_points():
+        counts = []
+        for adata in data:
+            fitted = sks.tl.ddrtree(adata, copy=True)
+            sks.tl.root(fitted, "ddrtree", obs_min="true_pseudotime")
+            sks.tl.pseudotime(fitted, "ddrtree")
+            counts.append(len(fitted.uns["ddrtree"]["branch_points"]))
+        return counts
+
+    assert branch_points() == [n_fates - 1 for n_fates, _ in runs]
+    monkeypatch.setattr(TreeNoise, "width_along", lambda self, direction: 0.0)
+    assert all(count > n_fates - 1 for count, (n_fates, _) in zip(branch_points(), runs))
+
+
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
 def test_separate_clusters_raise_the_gap_warning(method, scanpy_log):
     adata = sks.datasets.blobs(1000, n_centers=5, n_dims=30, cluster_std=1.0, random_state=0)
