@@ -365,13 +365,14 @@ def test_registration_aligns_branches_on_the_realistic_generator(seed):
     assert _flagged(adata, names, "fit") <= 0.05
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="on this seed the warp stops short: a monotone map of each branch's pseudotime onto "
-                          "the true time exists (with it 0 % flagged); half of one branch's cells sit in its "
-                          "terminal state, which the slowing end now follows (25.5 % -> 6.5 % flagged), but the "
-                          "rest of the map is steeper than five pieces within [0.5, 2] follow")
-def test_registration_on_the_realistic_generator_where_it_falls_short():
-    adata, names = _realistic_with_shared_genes(3)
+@pytest.mark.parametrize("seed", [2, 3])
+def test_registration_on_the_realistic_generator_holds_the_level_on_more_seeds(seed):
+    """Two more draws of the generator. Before the pruning measured tubes against the tree-wide noise,
+    DDRTree kept other branches here (64 and 68 nodes against 69 and 58 now, the same number of tips)
+    and the registered test flagged 8.5 % and 6.5 % of the shared genes (seed 3 was a strict xfail: the
+    warp fell short); on the present trees the unregistered test flags 40 % and 8 %, the registered 3 %
+    and 1.5 %."""
+    adata, names = _realistic_with_shared_genes(seed)
     assert _flagged(adata, names, "fit") <= 0.05
 
 
