@@ -11,7 +11,6 @@ from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
-from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import sparse
@@ -551,15 +550,9 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
         ))
     handles.extend(extra_handles)
 
-    if legend_loc in (None, "none", "right margin", "on data"):
-        add_extra_legend(ax, handles, legend_loc)
-    else:
-        # An extra artist, not ax.legend(): that would replace scanpy's legend of the cells' categories.
-        # Inside the axes it leaves the other legends where they are: a plot drawn over this one
-        # (pl.path) moves them when its own legend lands on them.
-        legend = Legend(ax, handles, [handle.get_label() for handle in handles], loc=legend_loc, fontsize="small",
-                        framealpha=0.8)
-        ax.add_artist(legend)
+    # inside the axes it leaves the other legends where they are: a plot drawn over this one (pl.path)
+    # moves them when its own legend lands on them
+    add_extra_legend(ax, handles, legend_loc, move_others=False)
 
 
 def draw_edges(ax: Axes, segments: np.ndarray, *, color, width, gid: str, linestyle: str = "solid") -> LineCollection:

@@ -664,14 +664,14 @@ def panel_titles(title: str | Sequence[str] | None, n_panels: int) -> list[str |
 LEGEND_GAP = 6.0
 
 
-def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None) -> Legend | None:
+def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None, *, move_others: bool = True) -> Legend | None:
     """A legend of ``handles`` beside scanpy's legend of the cells' categories, placed by ``legend_loc``.
 
     ``"right margin"`` (or ``"on data"``, where scanpy writes the categories on
     the cells) stacks it with the other legends in the right margin, from the
     top down, right of a colour bar; ``None`` or ``"none"`` draws none; a
-    matplotlib location puts it inside the axes there and moves the legends it
-    lands on next to it. Returns the legend or None.
+    matplotlib location puts it inside the axes there and, with ``move_others``,
+    moves the legends it lands on next to it. Returns the legend or None.
 
     An extra artist, not ``ax.legend()``, which would replace scanpy's legend
     of the cells' categories. Never clipped: ``add_artist`` clips an artist to
@@ -689,7 +689,7 @@ def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None) -> Legend 
     legend.set_clip_on(False)
     if legend_loc in ("right margin", "on data"):
         _stack_margin_legends(ax, legend)
-    else:
+    elif move_others:
         _move_legends_off(ax, legend)
     return legend
 

@@ -427,11 +427,8 @@ class TreeNoise:
 
     def width_along(self, direction: np.ndarray) -> float:
         """Robust noise width along the unit vector ``direction`` (as :func:`_width_along`; 0 if unmeasurable)."""
-        sine = np.sqrt(np.clip(1.0 - (self.axis @ direction) ** 2, 0.0, 1.0))
-        usable = sine >= MIN_TUBE_SINE
-        if usable.sum() < MIN_TUBE_CELLS:
-            return 0.0
-        return float(1.4826 * np.median(np.abs(self.across[usable] @ direction) / sine[usable]))
+        width = _width_from_offsets(self.across, self.axis @ direction, direction, closest_if_few=False)
+        return 0.0 if width is None else width
 
 
 def _width_along(cells: np.ndarray, nodes, edges, direction) -> float | None:
@@ -448,9 +445,23 @@ def _width_along(cells: np.ndarray, nodes, edges, direction) -> float | None:
     axis = nodes[edges[:, 1]] - nodes[edges[:, 0]]
     axis_norm = np.linalg.norm(axis, axis=1)
     cosine = np.divide(axis @ direction, axis_norm, out=np.zeros(axis.shape[0]), where=axis_norm > 0)
-    sine = np.sqrt(np.clip(1.0 - cosine**2, 0.0, 1.0))[edge]
+    return _width_from_offsets(across, cosine[edge], direction, closest_if_few=True)
+
+
+def _width_from_offsets(across: np.ndarray, cosine: np.ndarray, direction: np.ndarray, *,
+                        closest_if_few: bool) -> float | None:
+    """Robust width along ``direction`` from offsets ``across`` their edges, each edge at ``cosine`` to it.
+
+    Cells on edges within 30° of ``direction`` are left out (:func:`_width_along`).
+    When fewer than :data:`MIN_TUBE_CELLS` remain, ``closest_if_few`` reads the
+    width from the cells on the edges most across ``direction`` instead (a small
+    tube); otherwise the width is unmeasurable. None when unmeasurable.
+    """
+    sine = np.sqrt(np.clip(1.0 - cosine**2, 0.0, 1.0))
     usable = sine >= MIN_TUBE_SINE
     if usable.sum() < MIN_TUBE_CELLS:
+        if not closest_if_few:
+            return None
         usable = (sine >= np.sort(sine)[-min(MIN_TUBE_CELLS, sine.size)]) & (sine > 0.1)
     if not usable.any():
         return None

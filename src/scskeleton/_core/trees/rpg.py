@@ -32,6 +32,7 @@ from scipy.sparse import csgraph
 
 from .assign import kmeans, soft_assignment, squared_distances
 from .ddrtree import default_n_centers
+from ..embed import top_eigenpairs
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
 from .skeleton import l1_skeleton, shared_mass
@@ -147,9 +148,7 @@ def _largest_variance(points: np.ndarray) -> float:
     """Largest eigenvalue of the points' covariance, from the smaller of their two Gram matrices."""
     centred = points - points.mean(axis=0)
     gram = centred @ centred.T if centred.shape[0] < centred.shape[1] else centred.T @ centred
-    return float(linalg.eigvalsh(gram, subset_by_index=[gram.shape[0] - 1, gram.shape[0] - 1])[0]) / max(
-        points.shape[0] - 1, 1
-    )
+    return float(top_eigenpairs(gram, 1)[0][0]) / max(points.shape[0] - 1, 1)
 
 
 def rpg(
