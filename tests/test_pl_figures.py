@@ -128,7 +128,7 @@ def test_tree_words_and_colorbar(fitted):
     # the same colour on another method's tree gets another title
     rpg = sks.pl.tree(fitted, "rpg", color="cell_type", show=False)
     assert rpg.get_title() == "cell type — principal tree (RPG)"
-    assert (rpg.get_xlabel(), rpg.get_ylabel()) == ("PC 1", "PC 2")
+    assert (rpg.get_xlabel(), rpg.get_ylabel()) == ("PC1", "PC2")
     assert sks.pl.tree(fitted, "rpg", show=False).get_title() == "principal tree (RPG)"
 
 
@@ -225,7 +225,7 @@ def test_fates_colorbar_and_axes(fitted):
     assert _colorbar_labels(fig) == ["fate probability"] * len(fates)
     assert {(ax.get_xlabel(), ax.get_ylabel()) for ax in panels} == {("DDRTree 1", "DDRTree 2")}
     ax = sks.pl.fates(fitted, KEY, fates=fates[0], basis="pca", title="to the first tip", show=False)
-    assert ax.get_title() == "to the first tip" and ax.get_xlabel() == "PC 1"
+    assert ax.get_title() == "to the first tip" and ax.get_xlabel() == "PC1"
     assert not sks.pl.fates(fitted, KEY, fates=fates[0], frameon=False, show=False).axison
 
 
@@ -240,7 +240,7 @@ def test_cell_graph_words_and_zorder(fitted):
     assert _colorbar_labels(fig) == ["true pseudotime"]
     assert _gid(ax, "scskeleton_cell_edges").get_zorder() < _cells(ax).get_zorder()
     ax = sks.pl.cell_graph(fitted, "mpme", basis="X_pca", color="cell_type", legend_loc=None, show=False)
-    assert ax.get_xlabel() == "PC 1" and ax.get_legend() is None
+    assert ax.get_xlabel() == "PC1" and ax.get_legend() is None
     ax = sks.pl.cell_graph(fitted, "mpme", title="graph", frameon=False, show=False)
     assert ax.get_title() == "graph" and not ax.axison
 

@@ -275,6 +275,7 @@ def test_trends_draws_one_legend_outside_the_panels(adata):
     assert not any(box.overlaps(ax.get_window_extent()) for ax in panels)
     names = [line.get_label() for line in panels[0].lines[1:]]
     assert [t.get_text() for t in legends[0][1].get_texts()] == ["trunk cells", "shared", *names]
+    assert legends[0][1].get_title().get_text() == "branch"
     # inside a panel when asked, still only once
     panels = sks.pl.trends(adata, BRANCHES, genes, ncols=3, legend_loc="upper left", show=False)
     assert [ax.get_legend() is not None for ax in panels] == [False, False, True, False]
@@ -284,6 +285,7 @@ def test_trends_lineages_draw_one_legend(with_modules):
     panels = sks.pl.trends(with_modules, LINEAGES, ["gene_0", "gene_1"], show=False)
     assert [ax.get_legend() is not None for ax in panels] == [False, True]
     assert panels[1].get_legend().get_texts()[0].get_text().startswith("root → ")
+    assert panels[1].get_legend().get_title().get_text() == "lineage"
 
 
 def test_trends_cells_are_labelled_by_their_own_branch(adata):

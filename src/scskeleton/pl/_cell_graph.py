@@ -117,7 +117,7 @@ def cell_graph(
         Name of the basis on the axis labels, numbered by column:
         ``axis_name="projection YW"`` gives ``"projection YW 1"``. Default: the
         method for a learned basis (``"MPME 1"``), scanpy's names for common
-        ones (``"PC 1"``, ``"UMAP 1"``), else the ``obsm`` key without ``X_``
+        ones with scanpy's spelling (``"PC1"``, ``"UMAP1"``), else the ``obsm`` key without ``X_``
         and underscores (``"X_spl_linear"``: ``"spl linear 1"``).
     legend_loc
         Where the legend of a categorical colour goes, as in

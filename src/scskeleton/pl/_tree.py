@@ -172,7 +172,7 @@ def tree(
         Name of the basis on the axis labels, numbered by column:
         ``axis_name="projection YW"`` gives ``"projection YW 1"``. Default: the
         method for a learned basis (``"DDRTree 1"``), scanpy's names for
-        common ones (``"PC 1"``, ``"UMAP 1"``), else the ``obsm`` key without
+        common ones with scanpy's spelling (``"PC1"``, ``"UMAP1"``), else the ``obsm`` key without
         ``X_`` and underscores.
     legend_loc
         Where the legend of a categorical colour goes, as in

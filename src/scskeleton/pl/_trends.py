@@ -184,7 +184,11 @@ def trends(
         set_frame(panel, frameon)
     if handles:
         # one legend at the figure's right edge, not one per panel over each panel's cells
-        place_legend(panels[min(ncols, len(panels)) - 1], legend_loc, handles=handles, fontsize="small")
+        legend = place_legend(panels[min(ncols, len(panels)) - 1], legend_loc, handles=handles, fontsize="small",
+                              title="lineage" if result["method"] == "association_test" else "branch",
+                              title_fontsize="small")
+        if legend is not None:
+            legend.set_alignment("left")  # the title over the left-aligned entries, as scatter_cells' legends
     tidy_panels(fig, panels, created=created)
     handle = panels[0] if len(panels) == 1 else panels
     return finish(fig, handle, created=created, show=show, save=save, return_fig=return_fig)

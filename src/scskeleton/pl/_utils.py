@@ -66,7 +66,7 @@ RESULT_NAMES = {
 BASIS_NAMES = {
     "pca": "PC",
     "umap": "UMAP",
-    "tsne": "t-SNE",
+    "tsne": "tSNE",
     "diffmap": "DC",
     "phate": "PHATE",
     "spring": "SPRING",
@@ -398,8 +398,8 @@ def scatter_cells(
         **kwargs,
     )
     axis_name = basis_label(adata, basis) if axis_name is None else axis_name
-    ax.set_xlabel(f"{axis_name} {dimensions[0] + 1}")
-    ax.set_ylabel(f"{axis_name} {dimensions[1] + 1}")
+    ax.set_xlabel(component_label(axis_name, dimensions[0]))
+    ax.set_ylabel(component_label(axis_name, dimensions[1]))
     if color is not None:
         label_colorbar(ax, obs_label(adata, color, short=True) if colorbar_label is None else colorbar_label)
         legend = ax.get_legend()  # scanpy's legend of the categories (none for "on data" or legend_loc=None)
@@ -491,6 +491,16 @@ def basis_label(adata: AnnData, basis: str) -> str:
     if name.lower() in BASIS_NAMES:
         return BASIS_NAMES[name.lower()]
     return name.replace("_", " ")
+
+
+def component_label(axis_name: str, dimension: int) -> str:
+    """The axis label of a basis' ``dimension`` (from 0): ``"PC1"`` as scanpy writes its own bases, else ``"DDRTree 1"``.
+
+    Figures of this package sit beside scanpy's in the same notebook, so scanpy's
+    short names keep its spelling; a name of words needs the space.
+    """
+    joiner = "" if axis_name in BASIS_NAMES.values() else " "
+    return f"{axis_name}{joiner}{dimension + 1}"
 
 
 def format_pvalue(value: float, name: str = "q") -> str:
