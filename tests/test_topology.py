@@ -13,6 +13,7 @@ import scskeleton as sks
 from scskeleton._testing import branch_majorities
 from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
+from scskeleton._core.trees import rpg as rpg_core
 from scskeleton._core.trees.pruning import prune_tree
 
 
@@ -357,3 +358,71 @@ def test_the_number_of_pruned_branches_is_stored_and_survives_h5ad(method, simul
     assert stored[False] == 0 and stored[True] >= 0
     adata.write_h5ad(tmp_path / "pruned.h5ad")
     assert anndata.read_h5ad(tmp_path / "pruned.h5ad").uns[method]["n_pruned"] == stored[True]
+
+
+def _noisy_fork(seed, n_cells=1000, length=5.0, n_dims=30):
+    """Three arms of ``length`` leaving one point in a plane, unit noise in all ``n_dims`` directions, as
+    principal components: signal-to-noise ~0.35, as Splatter-style counts at ~8,000 counts per cell."""
+    rng = np.random.default_rng([29, seed])
+    arm, along = rng.integers(0, 3, n_cells), rng.uniform(0.0, length, n_cells)
+    directions = np.array([[-1.0, 0.0], [0.5, 0.87], [0.5, -0.87]])
+    values = rng.standard_normal((n_cells, n_dims))
+    values[:, :2] += along[:, None] * directions[arm]
+    adata = anndata.AnnData(values.astype(np.float32))
+    adata.obs["true_pseudotime"] = np.where(arm == 0, length - along, length + along)
+    sc.pp.pca(adata, n_comps=n_dims - 1)
+    return adata
+
+
+def _fork_fit(adata):
+    sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "rpg")
+    rho = spearmanr(adata.obs["true_pseudotime"], adata.obs["rpg_pseudotime"])[0]
+    return len(adata.uns["rpg"]["branch_points"]), rho
+
+
+def test_weak_structure_is_fitted_in_the_directions_above_the_noise(monkeypatch, scanpy_log):
+    """In all 29 components the noise decides each cell's nearest nodes and the tree wanders (with the
+    switch lifted: pseudotime Spearman 0.29-0.82, no fork in 2 of 5); above the noise floor, with 50
+    nodes, the fork and the order come back."""
+    fits = [_fork_fit(_noisy_fork(seed)) for seed in range(5)]
+    assert sum(n == 1 for n, _ in fits) >= 4 and min(rho for _, rho in fits) >= 0.85
+    adata = _noisy_fork(0)
+    sks.tl.rpg(adata)
+    params = adata.uns["rpg"]["params"]
+    assert params["n_pcs"] == 2 and params["n_nodes"] == 50 and params["signal_to_noise"] < 0.5
+    assert "stands barely out of its noise" in scanpy_log.getvalue()
+    monkeypatch.setattr(rpg_core, "LOW_SIGNAL", 0.0)
+    whole = [_fork_fit(_noisy_fork(seed)) for seed in range(5)]
+    assert min(rho for _, rho in whole) < 0.75
+
+
+def test_weak_structure_in_mixed_columns_is_fitted_whole_with_a_warning(scanpy_log):
+    """Columns that are not principal axes cannot be cut to the signal's: the tree is fitted in all of
+    them, and the warning says so."""
+    adata = _noisy_fork(0)
+    rotation = np.linalg.qr(np.random.default_rng(3).standard_normal((29, 29)))[0]
+    adata.obsm["X_mixed"] = adata.obsm["X_pca"] @ rotation
+    sks.tl.rpg(adata, use_rep="X_mixed")
+    params = adata.uns["rpg"]["params"]
+    assert params["n_pcs"] == 29 and params["signal_to_noise"] < 0.5
+    assert "are not principal components" in scanpy_log.getvalue()
+
+
+def test_clear_structure_keeps_the_whole_representation():
+    adata = _preprocessed(1000, 3, 0)
+    sks.tl.rpg(adata)
+    assert "signal_to_noise" not in adata.uns["rpg"]["params"]
+    assert adata.uns["rpg"]["params"]["n_pcs"] == adata.obsm["X_pca"].shape[1]
+
+
+def test_weak_structure_of_a_chunked_representation_is_read_the_same():
+    da = pytest.importorskip("dask.array")
+    adata = _noisy_fork(0)
+    chunked = adata.copy()
+    chunked.obsm["X_pca"] = da.from_array(np.asarray(adata.obsm["X_pca"]), chunks=(250, -1))
+    sks.tl.rpg(adata)
+    sks.tl.rpg(chunked)
+    for name in ("n_pcs", "n_nodes", "signal_to_noise"):
+        assert chunked.uns["rpg"]["params"][name] == pytest.approx(adata.uns["rpg"]["params"][name])

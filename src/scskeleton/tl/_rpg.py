@@ -268,6 +268,11 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
     chunked = is_dask(data)
+    weak = None
+    if graph == "tree" and n_pcs is None and n_nodes is None:
+        weak = _weak_structure(data, use_rep)
+        if weak is not None and weak.n_components is not None:
+            data, resolved_nodes = data[:, : weak.n_components], min(core.MIN_NODES, n_cells)
     if chunked:
         from .._dask.rpg import rpg_chunked as fit
     else:
@@ -313,6 +318,8 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         )
     if graph == "l1":
         params.update(lam=lam, n_neighbors=n_neighbors, n_candidate_edges=result.candidate_edges.shape[0])
+    if weak is not None:
+        params.update(signal_to_noise=weak.signal_to_noise)
     adata = adata.copy() if copy else adata
     written = write_graph(
         adata,
@@ -336,3 +343,32 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         written,
     )
     return adata if copy else None
+
+
+def _weak_structure(data, use_rep: str) -> core.LowSignal | None:
+    """:func:`~scskeleton._core.trees.rpg.low_signal` of ``data`` read from at most
+    ``SIGNAL_CELLS`` cells spread over it, and the warning that says what was done."""
+    if not core.measures_signal(data.shape[1]):
+        return None
+    step = max(1, -(-data.shape[0] // core.SIGNAL_CELLS))
+    sample = data[::step]
+    sample = np.asarray(sample.compute() if is_dask(sample) else sample, dtype=float)
+    weak = core.low_signal(sample)
+    if weak is None:
+        return None
+    if weak.n_components is not None:
+        logg.warning(
+            f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
+            f"{weak.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth): the principal tree is "
+            f"fitted in its first {weak.n_components} components, those above the noise floor, with "
+            f"{core.MIN_NODES} nodes. Check the tree with sks.tl.branch_support; pass n_pcs= and n_nodes= to "
+            "choose otherwise."
+        )
+    else:
+        logg.warning(
+            f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
+            f"{weak.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth), and its columns are not "
+            "principal components, so the tree is fitted in all of them and may follow the noise. Fit it on "
+            "X_pca with few components (n_pcs=), and check it with sks.tl.branch_support."
+        )
+    return weak
