@@ -1,7 +1,7 @@
 """Topology recovery with default parameters on `sks.datasets.simulate_trajectory`.
 
 For each seed × number of fates × number of cells: counts → normalize_total → log1p →
-highly variable genes (1,000) → PCA (30) → learner with defaults → root at the cells of
+highly variable genes (1,000) → PCA (30, or ``--n-pcs``) → learner with defaults → root at the cells of
 lowest true pseudotime → pseudotime. Reports branch points (truth: fates − 1),
 pseudotime Spearman, segment ARI against the true branches, the gap-edge count and
 wall time, and beside the ARI a *supervised ceiling*: a 30-nearest-neighbour classifier
@@ -28,12 +28,12 @@ from sklearn.neighbors import KNeighborsClassifier
 import scskeleton as sks
 
 
-def prepare(n_cells: int, n_fates: int, seed: int):
+def prepare(n_cells: int, n_fates: int, seed: int, n_pcs: int = 30):
     adata = sks.datasets.simulate_trajectory(n_cells, n_fates=n_fates, random_state=seed)
     sc.pp.normalize_total(adata)
     sc.pp.log1p(adata)
     sc.pp.highly_variable_genes(adata, n_top_genes=1000)
-    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+    sc.pp.pca(adata, n_comps=n_pcs, mask_var="highly_variable")
     return adata
 
 
@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--fates", nargs="+", type=int, default=[2, 3, 4, 5])
     parser.add_argument("--cells", nargs="+", type=int, default=[1000, 10000])
+    parser.add_argument("--n-pcs", type=int, default=30, help="principal components computed (scanpy's default: 50)")
     parser.add_argument("--out", default=None, help="write every run as JSON lines here")
     args = parser.parse_args()
     sc.settings.verbosity = 0
@@ -76,7 +77,7 @@ def main() -> None:
     for n_cells in args.cells:
         for n_fates in args.fates:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                adata = prepare(n_cells, n_fates, seed)
+                adata = prepare(n_cells, n_fates, seed, args.n_pcs)
                 best = ceiling(adata)
                 for method in args.methods:
                     result = evaluate(adata.copy(), method)

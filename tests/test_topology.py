@@ -407,14 +407,35 @@ def test_weak_structure_in_mixed_columns_is_fitted_whole_with_a_warning(scanpy_l
     sks.tl.rpg(adata, use_rep="X_mixed")
     params = adata.uns["rpg"]["params"]
     assert params["n_pcs"] == 29 and params["signal_to_noise"] < 0.5
-    assert "are not principal components" in scanpy_log.getvalue()
+    assert "are not its principal directions" in scanpy_log.getvalue()
 
 
 def test_clear_structure_keeps_the_whole_representation():
     adata = _preprocessed(1000, 3, 0)
     sks.tl.rpg(adata)
-    assert "signal_to_noise" not in adata.uns["rpg"]["params"]
-    assert adata.uns["rpg"]["params"]["n_pcs"] == adata.obsm["X_pca"].shape[1]
+    assert adata.uns["rpg"]["params"]["signal_to_noise"] >= rpg_core.LOW_SIGNAL
+    assert adata.uns["rpg"]["params"]["n_pcs"] == adata.obsm["X_pca"].shape[1] == 30
+
+
+def test_the_tree_reads_at_most_30_principal_components(monkeypatch):
+    """scanpy's 50 components: the 20 more of noise spread the landmarks and with them the default
+    bandwidth, and the two shortest fates of a five-fate tree gather at their forks (2 branch points of 4
+    with all 50; 1 of 10 seeds exact at 1,000 cells)."""
+    adata = sks.datasets.simulate_trajectory(1000, n_fates=5, random_state=3)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=50, mask_var="highly_variable")
+    mixed = adata.obsm["X_pca"] @ np.linalg.qr(np.random.default_rng(5).standard_normal((50, 50)))[0]
+    fitted = adata.copy()
+    sks.tl.rpg(fitted)
+    assert fitted.uns["rpg"]["params"]["n_pcs"] == 30 and _n_branch_points(fitted, "rpg") == 4
+    adata.obsm["X_mixed"] = mixed  # columns that are not principal directions are never cut
+    sks.tl.rpg(adata, use_rep="X_mixed", key_added="mixed")
+    assert adata.uns["mixed"]["params"]["n_pcs"] == 50
+    monkeypatch.setattr(rpg_core, "MAX_TREE_COMPONENTS", 50)
+    sks.tl.rpg(adata)
+    assert adata.uns["rpg"]["params"]["n_pcs"] == 50 and _n_branch_points(adata, "rpg") < 4
 
 
 def test_weak_structure_of_a_chunked_representation_is_read_the_same():

@@ -77,13 +77,21 @@ def rpg(
         iteration, on the active dask scheduler or ``distributed`` client,
         never loaded whole (``scskeleton[dask]``); the assignment stays lazy.
     n_pcs
-        Use only the first ``n_pcs`` columns of ``use_rep``.
+        Use only the first ``n_pcs`` columns of ``use_rep``. ``None``: all of
+        them, but at most 30 principal components (more components of noise
+        widen the default ``sigma`` until short branches collapse), and when
+        their structure barely stands out of the noise (signal-to-noise below
+        0.5, :func:`~scskeleton._core.trees.rpg.tree_columns`; e.g. low
+        sequencing depth) only those above the noise floor, with 50 nodes and
+        a warning. Columns are cut only where the leading ones are the
+        principal directions (``X_pca``).
     n_nodes
         K. ``None``: one node per ten cells, between 50 (or N, if fewer) and
         round(2·100·ln N / (ln N + ln 100)) (about 100–150 for 10³–10⁶ cells),
-        seeded by k-means (Algorithm 2). The paper's Algorithm 1 uses a node per
-        cell (``n_nodes=adata.n_obs``); on single-cell data that draws a node
-        per cell's noise and a branch at every outlier.
+        seeded by k-means (Algorithm 2); 50 on weak structure (``n_pcs``). The
+        paper's Algorithm 1 uses a node per cell (``n_nodes=adata.n_obs``); on
+        single-cell data that draws a node per cell's noise and a branch at
+        every outlier.
     sigma
         Bandwidth of the soft assignment, eq. (18), in squared units of
         ``use_rep``; ``None`` estimates a small one from the data (see above).
@@ -124,7 +132,9 @@ def rpg(
     ``key_added``):
 
     ``adata.uns[key]``
-        ``method`` (``"rpg"``), ``params``, ``nodes`` (C, K × D), ``space``
+        ``method`` (``"rpg"``), ``params`` (with the ``n_pcs`` and ``n_nodes``
+        used and, when measured, the representation's ``signal_to_noise``),
+        ``nodes`` (C, K × D), ``space``
         (= ``use_rep``), ``adjacency`` (the tree, K × K sparse), ``objective``
         (per kept step), ``n_iter`` (passes over the cells), ``converged``, ``gap_edges`` (E × 2 tree edges
         that cross a gap between groups of cells, i.e. bridge separate clusters;
@@ -268,11 +278,13 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
     chunked = is_dask(data)
-    weak = None
-    if graph == "tree" and n_pcs is None and n_nodes is None:
-        weak = _weak_structure(data, use_rep)
-        if weak is not None and weak.n_components is not None:
-            data, resolved_nodes = data[:, : weak.n_components], min(core.MIN_NODES, n_cells)
+    columns = None
+    if graph == "tree" and n_pcs is None:
+        columns = _tree_columns(data, use_rep, allow_weak=n_nodes is None)
+        if columns.n_columns < data.shape[1]:
+            data = data[:, : columns.n_columns]
+        if columns.weak and columns.principal:
+            resolved_nodes = min(core.MIN_NODES, n_cells)
     if chunked:
         from .._dask.rpg import rpg_chunked as fit
     else:
@@ -318,8 +330,8 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         )
     if graph == "l1":
         params.update(lam=lam, n_neighbors=n_neighbors, n_candidate_edges=result.candidate_edges.shape[0])
-    if weak is not None:
-        params.update(signal_to_noise=weak.signal_to_noise)
+    if columns is not None and columns.signal_to_noise is not None:
+        params.update(signal_to_noise=columns.signal_to_noise)
     adata = adata.copy() if copy else adata
     written = write_graph(
         adata,
@@ -345,30 +357,28 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     return adata if copy else None
 
 
-def _weak_structure(data, use_rep: str) -> core.LowSignal | None:
-    """:func:`~scskeleton._core.trees.rpg.low_signal` of ``data`` read from at most
-    ``SIGNAL_CELLS`` cells spread over it, and the warning that says what was done."""
-    if not core.measures_signal(data.shape[1]):
-        return None
+def _tree_columns(data, use_rep: str, *, allow_weak: bool) -> core.TreeColumns:
+    """:func:`~scskeleton._core.trees.rpg.tree_columns` of ``data`` read from at most
+    ``SIGNAL_CELLS`` cells spread over it, and the warning when the structure is weak."""
+    if not core.reads_columns(data.shape[1]):
+        return core.TreeColumns(data.shape[1])
     step = max(1, -(-data.shape[0] // core.SIGNAL_CELLS))
     sample = data[::step]
     sample = np.asarray(sample.compute() if is_dask(sample) else sample, dtype=float)
-    weak = core.low_signal(sample)
-    if weak is None:
-        return None
-    if weak.n_components is not None:
+    columns = core.tree_columns(sample, allow_weak=allow_weak)
+    if columns.weak and columns.principal:
         logg.warning(
             f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
-            f"{weak.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth): the principal tree is "
-            f"fitted in its first {weak.n_components} components, those above the noise floor, with "
+            f"{columns.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth): the principal tree is "
+            f"fitted in its first {columns.n_columns} components, those above the noise floor, with "
             f"{core.MIN_NODES} nodes. Check the tree with sks.tl.branch_support; pass n_pcs= and n_nodes= to "
             "choose otherwise."
         )
-    else:
+    elif columns.weak:
         logg.warning(
             f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
-            f"{weak.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth), and its columns are not "
-            "principal components, so the tree is fitted in all of them and may follow the noise. Fit it on "
-            "X_pca with few components (n_pcs=), and check it with sks.tl.branch_support."
+            f"{columns.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth), and its leading columns "
+            "are not its principal directions, so the tree is fitted in all of them and may follow the noise. Fit "
+            "it on X_pca with few components (n_pcs=), and check it with sks.tl.branch_support."
         )
-    return weak
+    return columns
