@@ -28,11 +28,14 @@ from sklearn.neighbors import KNeighborsClassifier
 import scskeleton as sks
 
 
-def prepare(n_cells: int, n_fates: int, seed: int, n_pcs: int = 30):
+def prepare(n_cells: int, n_fates: int, seed: int, n_pcs: int = 30, scale: bool = False):
     adata = sks.datasets.simulate_trajectory(n_cells, n_fates=n_fates, random_state=seed)
     sc.pp.normalize_total(adata)
     sc.pp.log1p(adata)
     sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    if scale:  # scanpy's tutorials scale the highly variable genes to unit variance before PCA
+        adata = adata[:, adata.var["highly_variable"]].copy()
+        sc.pp.scale(adata, max_value=10)
     sc.pp.pca(adata, n_comps=n_pcs, mask_var="highly_variable")
     return adata
 
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--fates", nargs="+", type=int, default=[2, 3, 4, 5])
     parser.add_argument("--cells", nargs="+", type=int, default=[1000, 10000])
     parser.add_argument("--n-pcs", type=int, default=30, help="principal components computed (scanpy's default: 50)")
+    parser.add_argument("--scale", action="store_true", help="scale the genes before PCA (sc.pp.scale)")
     parser.add_argument("--out", default=None, help="write every run as JSON lines here")
     args = parser.parse_args()
     sc.settings.verbosity = 0
@@ -77,7 +81,7 @@ def main() -> None:
     for n_cells in args.cells:
         for n_fates in args.fates:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                adata = prepare(n_cells, n_fates, seed, args.n_pcs)
+                adata = prepare(n_cells, n_fates, seed, args.n_pcs, args.scale)
                 best = ceiling(adata)
                 for method in args.methods:
                     result = evaluate(adata.copy(), method)
