@@ -224,9 +224,19 @@ def test_missing_results_and_bad_requests_are_clear_errors(adata):
 
 def _path_legend(ax):
     """The legend of the path (or trunk and branches), an extra artist beside scanpy's legend of categories."""
-    found = [a for a in ax.artists if isinstance(a, Legend) and [t.get_text() for t in a.get_texts()][0]
-             in ("path", "trunk")]
+    found = [a for a in ax.artists if isinstance(a, Legend) and a.get_title().get_text() in ("path", "trunk and branches")]
     return found[0] if found else None
+
+
+def test_path_legend_is_titled_and_names_the_path_or_the_groups(adata):
+    """A reader sees what the thick lines are: the path by its ends, or the trunk and branches compared."""
+    legend = _path_legend(sks.pl.path(adata, TRENDS, show=False))
+    assert legend.get_title().get_text() == "path" and legend.get_title().get_visible()
+    ends = [t.get_text() for t in legend.get_texts()]
+    assert len(ends) == 1 and " → " in ends[0]  # e.g. "root → tip 2", never the bare word "path"
+    legend = _path_legend(sks.pl.path(adata, BRANCHES, show=False))
+    assert legend.get_title().get_text() == "trunk and branches"
+    assert [t.get_text() for t in legend.get_texts()][0] == "trunk"
 
 
 def test_path_legend_in_the_right_margin_by_default_never_clipped(adata):

@@ -147,6 +147,7 @@ def module_heatmap(
                 vmin=-0.5, vmax=len(module_colors) - 0.5)
     side.set_xticks([])
     side.set_xlabel("module", fontsize="small")
+    side.xaxis.set_label_position("top")  # below the bar it ran into the first panel's time ticks ("module0")
     if len(columns) <= MAX_GENE_LABELS:
         side.set_yticks(np.arange(len(columns)), names, fontsize="small")
     else:

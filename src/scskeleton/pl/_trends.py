@@ -390,16 +390,18 @@ def path(
         tree_plot(adata, graph.key, basis=basis, dimensions=pair, color=color, ax=panel, show=False, title=title,
                   legend_loc=legend_loc, frameon=frameon, **tree_kwargs)
         nodes, _ = nodes_in_panel(adata, graph, space, coordinates, pair)
-        _draw_path(panel, result, nodes, labels, colors, names, path_width, legend_loc)
+        _draw_path(panel, result, nodes, labels, colors, names, path_width, legend_loc,
+                   path_name=_path_title(adata, result, with_method=False) if result["method"] == "trends" else "")
     tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
 
 
 def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], colors: list, names: dict,
-               path_width: float, legend_loc: str | None) -> None:
+               path_width: float, legend_loc: str | None, *, path_name: str) -> None:
     """The result's edges, thick and outlined under the cells with a thin trace over them, and their legend
-    (placed by :func:`~scskeleton.pl._utils.add_extra_legend`)."""
+    (placed by :func:`~scskeleton.pl._utils.add_extra_legend`), titled ``"path"`` with the path's ends
+    (``path_name``) or ``"trunk and branches"`` with the groups compared."""
     handles = []
     for label, colour in zip(labels, colors):
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
@@ -417,8 +419,8 @@ def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], 
         trace.set_gid(f"{PATH_GID}_trace")
         ax.add_collection(trace)
         handles.append(Line2D([], [], color=colour, linewidth=path_width,
-                              label="path" if result["method"] == "trends" else names.get(label, label)))
-    add_extra_legend(ax, handles, legend_loc)
+                              label=path_name if result["method"] == "trends" else names.get(label, label)))
+    add_extra_legend(ax, handles, legend_loc, title="path" if result["method"] == "trends" else "trunk and branches")
 
 
 def _result(adata: AnnData, key: str, caller: str) -> dict:
@@ -509,16 +511,17 @@ def _fork_title(adata: AnnData, result: Mapping) -> str:
     return f"{test}{where} ({method_name(adata, graph)})" if graph in adata.uns else f"{test}{where}"
 
 
-def _path_title(adata: AnnData, result: Mapping) -> str:
-    """``"path root → tip 2 (DDRTree)"``: the path's end nodes by milestone name (or node index)."""
+def _path_title(adata: AnnData, result: Mapping, *, with_method: bool = True) -> str:
+    """``"path root → tip 2 (DDRTree)"``: the path's end nodes by milestone name (or node index);
+    ``"root → tip 2"`` without the method and the word path."""
     graph = str(result.get("graph", ""))
     edges = np.asarray(result["edges"]["path"], dtype=np.intp).reshape(-1, 2)
     if not edges.size:
-        return f"path ({method_name(adata, graph)})"
+        return f"path ({method_name(adata, graph)})" if with_method else "path"
     names = milestone_names(adata.uns.get(graph, {}))
     first, last = int(edges[0, 0]), int(edges[-1, 1])
     ends = " → ".join(names.get(node, f"node {node}") for node in (first, last))
-    return f"path {ends} ({method_name(adata, graph)})"
+    return f"path {ends} ({method_name(adata, graph)})" if with_method else ends
 
 
 def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:

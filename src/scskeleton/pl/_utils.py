@@ -674,8 +674,9 @@ def panel_titles(title: str | Sequence[str] | None, n_panels: int) -> list[str |
 LEGEND_GAP = 6.0
 
 
-def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None, *, move_others: bool = True) -> Legend | None:
-    """A legend of ``handles`` beside scanpy's legend of the cells' categories, placed by ``legend_loc``.
+def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None, *, move_others: bool = True,
+                     title: str | None = None) -> Legend | None:
+    """A legend of ``handles`` (titled ``title``) beside scanpy's legend of the cells' categories, placed by ``legend_loc``.
 
     ``"right margin"`` (or ``"on data"``, where scanpy writes the categories on
     the cells) stacks it with the other legends in the right margin, from the
@@ -692,9 +693,10 @@ def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None, *, move_ot
     texts = [handle.get_label() for handle in handles]
     if legend_loc in ("right margin", "on data"):  # "on data" writes categories on the cells, not this legend
         legend = Legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small",
-                        frameon=False)
+                        frameon=False, title=title, title_fontsize="small")
     else:
-        legend = Legend(ax, handles, texts, loc=legend_loc, fontsize="small", framealpha=0.8)
+        legend = Legend(ax, handles, texts, loc=legend_loc, fontsize="small", framealpha=0.8, title=title,
+                        title_fontsize="small")
     ax.add_artist(legend)
     legend.set_clip_on(False)
     if legend_loc in ("right margin", "on data"):
