@@ -321,6 +321,17 @@ def test_fates_plot_one_panel_per_fate(expression):
     values = axes[0].collections[0].get_array()
     np.testing.assert_allclose(np.sort(values), np.sort(adata.obsm[f"{KEY}_fate_probabilities"][:, 0]))
     assert axes[0].collections[0].get_clim() == (0.0, 1.0)
+    # the root and branch-point marks are explained once, in the first row's right margin, over no panel
+    from matplotlib.legend import Legend
+
+    holders = [i for i, ax in enumerate(axes) if any(isinstance(a, Legend) for a in ax.artists)]
+    assert holders == [min(4, len(axes)) - 1]
+    legend = next(a for a in axes[holders[0]].artists if isinstance(a, Legend))
+    assert {"root", "branch point"} <= {t.get_text() for t in legend.get_texts()}
+    assert KEY not in {t.get_text() for t in legend.get_texts()}  # the graph named as in pl.tree, not by its key
+    axes[0].figure.canvas.draw()
+    box = legend.get_window_extent()
+    assert not any(box.overlaps(ax.get_window_extent()) for ax in axes)
     ax = sks.pl.fates(adata, KEY, fates=fates[1], basis="pca", show_tree=False, show=False)
     assert ax.get_title() == f"fate: {fates[1]}"
     assert _snapshot(adata) == before

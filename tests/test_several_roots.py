@@ -166,6 +166,15 @@ def test_dendrogram_draws_a_tree_from_each_root_joined_where_they_meet(two_roots
         ends_drawn = sorted((drawn[name][1] for name in names), key=lambda point: point[1])
         expected |= {tuple(map(tuple, np.round([a, b], 9))) for a, b in zip(ends_drawn[:-1], ends_drawn[1:])}
     assert joined == expected
+    # each milestone named once (the meeting node ends two drawn segments), in a readable size, on a
+    # panel tall enough for its lines and labels
+    from scskeleton.pl._dendrogram import MILESTONES_GID
+
+    labels = [t for t in ax.texts if t.get_gid() == MILESTONES_GID]
+    names = [t.get_text() for t in labels]
+    assert len(names) == len(set(names)) and any(name.startswith("meeting") for name in names)
+    assert min(t.get_fontsize() for t in labels) >= 8
+    assert ax.figure.get_size_inches()[1] >= 3.0
     plt.close("all")
 
 

@@ -35,6 +35,8 @@ CONNECTORS_GID = "scskeleton_dendrogram_connectors"
 MEETINGS_GID = "scskeleton_dendrogram_meetings"
 #: The gid of the milestone labels.
 MILESTONES_GID = "scskeleton_dendrogram_milestones"
+#: The panel's extent across the segments (inches) is never below this.
+MIN_ACROSS = 3.0
 #: Half the spread of the cells around their segment's line, in units of the gap between two leaves.
 JITTER = 0.15
 #: Fixed seed of the jitter: the same data give the same picture, pixel for pixel.
@@ -157,8 +159,10 @@ def dendrogram(
     # scanpy's embedding draws columns (first, second) as (x, y): swapping them turns the map.
     dims = (0, 1) if orientation == "horizontal" else (1, 0)
 
-    long_side = 1.5 + 0.5 * max(len(layout.ids), 3)
-    size = (6.4, long_side * 0.6) if orientation == "horizontal" else (long_side * 0.6 + 1.5, 5.0)
+    # room for a line and its milestone label per segment; a map of three segments 1.8 inches high
+    # crammed its labels against each other and the frame
+    across = max(MIN_ACROSS, 1.0 + 0.45 * len(layout.ids))
+    size = (6.4, across) if orientation == "horizontal" else (across + 1.5, 5.0)
     titles = panel_titles(title, len(colors))
     fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=size, what="colour")
     for panel, name, panel_title in zip(panels, colors, titles):
@@ -282,8 +286,12 @@ def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tupl
     ax.scatter(points[:, 0], points[:, 1], s=30, facecolors="white", edgecolors=edge_color, linewidths=1.2,
                zorder=4)
     if show_labels:
+        named = set()
         for (x, y), (_, name) in zip(points, milestones):
-            ax.annotate(name, xy=(x, y), xytext=(3, 4), textcoords="offset points", fontsize="x-small",
+            if name in named:  # segments that meet end at one node: its name once, at the first of its points
+                continue
+            named.add(name)
+            ax.annotate(name, xy=(x, y), xytext=(3, 4), textcoords="offset points", fontsize="small",
                         color=edge_color, zorder=5, gid=MILESTONES_GID,
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
 

@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._schema import fate_probabilities_key, read_graph, resolve_key
-from ._tree import basis_coordinates, draw_graph, gap_edges_of, nodes_in_panel
+from ._tree import basis_coordinates, default_graph_label, draw_graph, gap_edges_of, nodes_in_panel
 from ._utils import (
     basis_label,
     broadcast_panels,
@@ -69,7 +69,8 @@ def fates(
     ``kind="panels"`` (default): one panel per fate on a basis. The colour
     scale runs from 0 to 1 in every panel, so panels compare, and its bar is
     labelled ``"fate probability"``. The graph is drawn as in :func:`tree`
-    (under the cells, with a thin trace over them; no per-panel legend).
+    (under the cells, with a thin trace over them), and one legend of its marks (root,
+    branch points) in the right margin of the first row's last panel.
 
     ``kind="ternary"``: for exactly three fates, each cell drawn at the
     barycentric point ``p₁ c₁ + p₂ c₂ + p₃ c₃`` of its three probabilities in
@@ -192,14 +193,17 @@ def fates(
     gap_edges = gap_edges_of(adata.uns[key], graph)
     kwargs = {"size": size, "cmap": cmap, "vmin": 0.0, "vmax": 1.0, "frameon": frameon, **scatter_kwargs}
     axis_name = basis_label(adata, space)
-    for panel, fate, pair, panel_title in zip(panels, chosen, pairs, panel_titles(title, len(chosen))):
+    # one legend of the tree's marks (edges, root, branch points), right of the first row's last colour bar
+    legend_panel = min(ncols, len(panels)) - 1
+    for index, (panel, fate, pair, panel_title) in enumerate(zip(panels, chosen, pairs, panel_titles(title, len(chosen)))):
         scatter_cells(stand_in, coordinates, basis=space, dimensions=pair, color=fate, ax=panel,
                       scatter_kwargs=kwargs, title=f"fate: {fate}" if panel_title is None else panel_title,
                       axis_name=axis_name, colorbar_label=FATE_LABEL)
         if show_tree:
             nodes, drawn = placed[pair]
             draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=False, show_branch_points=True,
-                       edge_color="black", edge_width=1.0, gap_edges=gap_edges, legend_loc=None)
+                       edge_color="black", edge_width=1.0, gap_edges=gap_edges, label=default_graph_label(adata, key),
+                       legend_loc="right margin" if index == legend_panel else None)
     tidy_panels(fig, panels, created=created)
     return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
                   return_fig=return_fig)
