@@ -447,3 +447,41 @@ def test_weak_structure_of_a_chunked_representation_is_read_the_same():
     sks.tl.rpg(chunked)
     for name in ("n_pcs", "n_nodes", "signal_to_noise"):
         assert chunked.uns["rpg"]["params"][name] == pytest.approx(adata.uns["rpg"]["params"][name])
+
+
+# --- genes scaled before PCA: measured as a known limit, so the user is told -------------
+
+
+def test_trees_on_scaled_genes_warn_and_unscaled_ones_do_not(scanpy_log):
+    """scanpy's clustering tutorials scale the genes before PCA; trees on those components lose short
+    branches (docs/methods/trust.md), so both learners say so, and only then."""
+    adata = _preprocessed(600, 3, 0)
+    sks.tl.ddrtree(adata)
+    sks.tl.rpg(adata)
+    assert "looks scaled" not in scanpy_log.getvalue()
+    scaled = adata[:, adata.var["highly_variable"]].copy()
+    sc.pp.scale(scaled, max_value=10)
+    sc.pp.pca(scaled, n_comps=30)
+    before = scanpy_log.getvalue()
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(scaled)
+    assert scanpy_log.getvalue()[len(before):].count("adata.X looks scaled") == 2
+    # a representation of its own (an integration's latent space) is not read from X
+    scaled.obsm["X_latent"] = scaled.obsm["X_pca"][:, :10].copy()
+    marked = scanpy_log.getvalue()
+    sks.tl.ddrtree(scaled, use_rep="X_latent")
+    assert "looks scaled" not in scanpy_log.getvalue()[len(marked):]
+
+
+def test_looks_scaled_reads_centred_unit_columns_only():
+    from scskeleton._core.validation import looks_scaled
+
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(rng.gamma(0.3, 2.0, size=200), size=(500, 200)).astype(float)
+    logged = np.log1p(counts)
+    assert not looks_scaled(logged) and not looks_scaled(counts)
+    scaled = (logged - logged.mean(0)) / np.where(logged.std(0) > 0, logged.std(0), 1.0)
+    assert looks_scaled(np.clip(scaled, None, 10.0))
+    mixed = logged.copy()
+    mixed[:, :150] = scaled[:, :150]  # three quarters scaled: not a scaled matrix
+    assert not looks_scaled(mixed)

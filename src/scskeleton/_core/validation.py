@@ -52,3 +52,31 @@ def check_integer(name: str, value, *, low: int, high: int | None = None, role: 
         span = f"between {low} and {high}" if high is not None else f">= {low}"
         raise ValueError(f"{name} must be {span}{role and ' (' + role + ')'}; got {value}.")
     return int(value)
+
+
+#: Columns of a sample look scaled (``sc.pp.scale``) when their mean is within this of 0 ...
+SCALED_MEAN = 0.1
+#: ... and their standard deviation within these bounds (clipping at ``max_value`` lowers it below 1) ...
+SCALED_SD = (0.7, 1.1)
+#: ... for at least this share of at least this many columns.
+SCALED_SHARE, SCALED_MIN_COLUMNS = 0.9, 10
+
+
+def looks_scaled(sample: np.ndarray) -> bool:
+    """Whether the columns (genes) of a sample of cells look scaled to zero mean and unit variance.
+
+    Log-normalised expression has non-negative means and, for a weakly expressed
+    gene, a small spread; a gene scaled by ``sc.pp.scale`` has mean 0 and standard
+    deviation 1 (a little less where ``max_value`` clips it). Only a matrix most of
+    whose columns are centred and of unit spread counts; a handful of such genes
+    among others does not.
+    """
+    if sample.ndim != 2 or sample.shape[1] < SCALED_MIN_COLUMNS or sample.shape[0] < 3:
+        return False
+    spreads = sample.std(axis=0)
+    varying = spreads > 0  # a gene with no counts stays constant when scaled: it says nothing either way
+    if varying.sum() < SCALED_MIN_COLUMNS:
+        return False
+    means, spreads = sample.mean(axis=0)[varying], spreads[varying]
+    scaled = (np.abs(means) < SCALED_MEAN) & (spreads > SCALED_SD[0]) & (spreads < SCALED_SD[1])
+    return bool(scaled.mean() >= SCALED_SHARE)

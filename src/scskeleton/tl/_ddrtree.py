@@ -10,7 +10,7 @@ from .._core.trees import ddrtree as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._dask import is_dask
 from .._schema import latent_key
-from ._inputs import check_key, check_random_state, choose_representation, get_representation
+from ._inputs import check_key, check_random_state, choose_representation, get_representation, warn_if_scaled
 from ._progress import solver_run
 from ._results import write_graph
 
@@ -155,6 +155,7 @@ def ddrtree(
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True)
+    warn_if_scaled(adata, use_rep, "DDRTree")
     n_cells = data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
