@@ -146,8 +146,9 @@ def module_heatmap(
     side.imshow(modules[:, None], aspect="auto", interpolation="nearest", cmap=ListedColormap(module_colors),
                 vmin=-0.5, vmax=len(module_colors) - 0.5)
     side.set_xticks([])
-    side.set_xlabel("module", fontsize="small")
-    side.xaxis.set_label_position("top")  # below the bar it ran into the first panel's time ticks ("module0")
+    # upright, below the narrow bar: written across it, the word ran into the first panel's time ticks
+    # ("module0"), and above it into the label of the groupby bar
+    side.set_xlabel("module", fontsize="small", rotation=90, va="top")
     if len(columns) <= MAX_GENE_LABELS:
         side.set_yticks(np.arange(len(columns)), names, fontsize="small")
     else:
