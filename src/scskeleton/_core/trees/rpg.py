@@ -204,11 +204,7 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
     centred = sample - sample.mean(axis=0)
     gram = centred.T @ centred
 
-    def leading(n: int) -> bool:  # do the first n columns hold the top n directions' variance?
-        top = np.sort(linalg.eigvalsh(gram))[::-1][:n].sum()
-        return bool(top <= 0 or np.trace(gram[:n, :n]) >= PRINCIPAL_SHARE * top)
-
-    principal = leading(min(n_columns, MAX_TREE_COMPONENTS))
+    principal = _leading_columns_principal(gram, min(n_columns, MAX_TREE_COMPONENTS))
     if principal:
         n_columns = min(n_columns, MAX_TREE_COMPONENTS)
         gram = gram[:n_columns, :n_columns]
@@ -216,10 +212,17 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
     weak = allow_weak and ratio < LOW_SIGNAL
     if weak:
         signal = default_n_components(gram)
-        principal = principal and leading(signal)
+        principal = principal and _leading_columns_principal(gram, signal)
         if principal:
             n_columns = signal
     return TreeColumns(n_columns, ratio, weak, principal)
+
+
+def _leading_columns_principal(gram: np.ndarray, n: int) -> bool:
+    """Whether the first ``n`` columns of a Gram matrix hold at least :data:`PRINCIPAL_SHARE` of the
+    variance of its ``n`` leading principal directions (then they stand for those directions)."""
+    top = np.sort(linalg.eigvalsh(gram))[::-1][:n].sum()
+    return bool(top <= 0 or np.trace(gram[:n, :n]) >= PRINCIPAL_SHARE * top)
 
 
 def default_sigma(nodes: np.ndarray) -> float:
