@@ -466,6 +466,12 @@ def test_trees_on_scaled_genes_warn_and_unscaled_ones_do_not(scanpy_log):
     for method in ("ddrtree", "rpg"):
         getattr(sks.tl, method)(scaled)
     assert scanpy_log.getvalue()[len(before):].count("adata.X looks scaled") == 2
+    # the components of the unscaled values kept in a layer, as the warning advises: no warning
+    scaled.layers["log1p"] = adata[:, adata.var["highly_variable"]].X.toarray()
+    sc.pp.pca(scaled, n_comps=30, layer="log1p")
+    advised = scanpy_log.getvalue()
+    sks.tl.rpg(scaled)
+    assert "looks scaled" not in scanpy_log.getvalue()[len(advised):]
     # a representation of its own (an integration's latent space) is not read from X
     scaled.obsm["X_latent"] = scaled.obsm["X_pca"][:, :10].copy()
     marked = scanpy_log.getvalue()

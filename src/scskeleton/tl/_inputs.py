@@ -37,20 +37,32 @@ SCALED_SAMPLE_CELLS = 2000
 def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     """Warn when a tree is about to be fitted on genes scaled to unit variance (``sc.pp.scale``).
 
-    Read from ``adata.X`` (dense, in memory) when the tree reads ``X`` or
-    ``X_pca``, on at most :data:`SCALED_SAMPLE_CELLS` cells. Scaling lifts weakly
+    Read, on at most :data:`SCALED_SAMPLE_CELLS` cells, from the dense in-memory
+    matrix the tree's representation came from: ``adata.X`` for ``X``, and for
+    ``X_pca`` the layer and genes scanpy's PCA recorded it read
+    (``uns["pca"]["params"]``: ``layer``, ``mask_var``). Scaling lifts weakly
     expressed, noisy genes to the weight of marker genes, and both learners lose
     short branches on the principal components of such data (simulated 5-fate
     trees of 1,000 cells: the right topology in 5 of 10 runs instead of 9–10;
     ``docs/methods/trust.md``, *Known limits*). Returns whether it warned.
     """
-    if use_rep not in ("X", "X_pca") or not isinstance(adata.X, np.ndarray):
+    if use_rep not in ("X", "X_pca"):
+        return False
+    matrix, genes, name = adata.X, slice(None), "adata.X"
+    params = adata.uns.get("pca", {}).get("params", {}) if use_rep == "X_pca" else {}
+    if isinstance(params, Mapping):
+        layer, mask = params.get("layer"), params.get("mask_var")
+        if isinstance(layer, str) and layer in adata.layers:
+            matrix, name = adata.layers[layer], f"adata.layers[{layer!r}]"
+        if isinstance(mask, str) and mask in adata.var:
+            genes = adata.var[mask].to_numpy(dtype=bool)
+    if not isinstance(matrix, np.ndarray):
         return False
     step = max(1, -(-adata.n_obs // SCALED_SAMPLE_CELLS))
-    if not looks_scaled(np.asarray(adata.X[::step], dtype=float)):
+    if not looks_scaled(np.asarray(matrix[::step][:, genes], dtype=float)):
         return False
     logg.warning(
-        f"adata.X looks scaled to unit variance per gene (sc.pp.scale), and {method} reads {use_rep!r} of it: "
+        f"{name} looks scaled to unit variance per gene (sc.pp.scale), and {method} reads {use_rep!r} of it: "
         "scaling gives weakly expressed, noisy genes the weight of markers, and trees then lose short branches "
         "(simulated 5-fate trees of 1,000 cells: the right topology in half the runs). Fit on the principal components of "
         "log-normalised expression without scaling (keep it in a layer before sc.pp.scale and run "
