@@ -385,3 +385,17 @@ def test_modules_blocks_named_by_lineages(fitted):
     others = [t.get_window_extent() for ax in fig.axes[1:] for t in [*ax.get_xticklabels(), *ax.get_yticklabels(),
                                                                       ax.xaxis.label, ax.yaxis.label] if t.get_text()]
     assert others and not any(label.overlaps(box) for box in others)
+
+
+def test_a_support_label_leaves_a_dense_fork_for_the_first_clear_spot():
+    """Cells packed 50 points around a fork, as at a dense fork of 3,000 cells: the label goes out far
+    enough to cover none of them (up to 60 points out, every spot covered some), on a leader line."""
+    from scskeleton.pl._tree import SUPPORT_CLEARANCE, _box_distance, _place_labels
+
+    rng = np.random.default_rng(0)
+    angle, radius = rng.uniform(0, 2 * np.pi, 4000), 50.0 * np.sqrt(rng.uniform(0, 1, 4000))
+    anchor = np.array([[300.0, 300.0]])
+    cells = anchor + np.column_stack([radius * np.cos(angle), radius * np.sin(angle)])
+    half = np.array([[20.0, 6.0]])
+    offset = _place_labels(anchor, half, anchor, np.vstack([cells, anchor]), np.array([0.0, 0.0, 600.0, 600.0]))
+    assert _box_distance(anchor + offset, half[0], cells)[0] >= SUPPORT_CLEARANCE
