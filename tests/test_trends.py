@@ -12,6 +12,7 @@ from scipy import sparse, stats
 from sklearn.metrics import roc_auc_score
 
 import scskeleton as sks
+from scskeleton._testing import realistic_with_shared_genes
 
 KEY = "ddrtree"
 
@@ -326,27 +327,9 @@ def test_branch_test_on_ddrtree_pseudotime_with_an_offset_fork(seed):
 
 
 def _realistic_with_shared_genes(seed):
-    """simulate_trajectory (2,000 cells, 2 fates) through the standard preprocessing to a DDRTree
-    pseudotime; then 200 genes that follow one sigmoid of the TRUE time on every branch (noise sd
-    0.5) are appended: exact shared-trend genes for a test along the learned pseudotime."""
-    adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=seed)
-    sc.pp.normalize_total(adata)
-    sc.pp.log1p(adata)
-    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
-    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
-    sks.tl.ddrtree(adata)
-    sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
-    sks.tl.pseudotime(adata, "ddrtree")
-    rng = np.random.default_rng([23, seed])
-    time = adata.obs["true_pseudotime"].to_numpy()
-    span = time.max()
-    centres, widths = rng.uniform(0.1, 0.9, 200) * span, rng.uniform(0.05, 0.2, 200) * span
-    amplitudes = rng.uniform(0.5, 2.0, 200) * rng.choice([-1, 1], 200)
-    shared = 2 + amplitudes / (1 + np.exp(-(time[:, None] - centres) / widths)) + 0.5 * rng.standard_normal((adata.n_obs, 200))
-    names = [f"shared_{i}" for i in range(200)]
-    full = AnnData(X=np.hstack([adata.X.toarray(), shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
-                   uns=copy.deepcopy(dict(adata.uns)), var=pd.DataFrame(index=list(adata.var_names) + names))
-    return full, names
+    """The realistic generator with 200 exact shared-trend genes on a DDRTree pseudotime
+    (:func:`scskeleton._testing.realistic_with_shared_genes`)."""
+    return realistic_with_shared_genes(seed)
 
 
 def _flagged(adata, names, registration):

@@ -1,0 +1,86 @@
+"""Calibration of ``tl.branch_test`` on a LEARNED pseudotime, on the realistic generator.
+
+Data: :func:`scskeleton._testing.realistic_with_shared_genes` — ``simulate_trajectory`` counts
+(2,000 cells, 2 fates) → normalize_total → log1p → 1,000 highly variable genes → 30 PCs →
+learner with defaults → root at the earliest cells → pseudotime, plus 200 genes that follow one
+sigmoid of the TRUE time on both branches (exact shared-trend genes). The test runs at the
+learned fork with registration ``fit`` (the default) and ``none``; with ``--true-time`` also on
+the true time with the learner's own split of the cells into trunk and branches, which tells the
+pseudotime's errors from the split's.
+
+Per run: the share of shared-trend genes flagged at FDR 0.05 (acceptance: at most 5 %), the
+share with p < 0.05, and the Kolmogorov–Smirnov p of their p-values against the uniform
+(acceptance: above 0.01). Runs whose tree does not have exactly one branch point are reported
+and skipped. The figures are in ``docs/methods/trends.md``.
+
+Run: python benchmarks/branch_calibration.py --seeds 10 --methods ddrtree rpg --true-time
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import numpy as np
+import scanpy as sc
+from scipy.stats import kstest
+
+import scskeleton as sks
+from scskeleton._testing import realistic_with_shared_genes
+
+
+def calibration(adata, names, method: str, registration: str) -> dict:
+    """Flagged share, share with p < 0.05 and KS p of the shared-trend genes at the tree's one fork."""
+    fork = int(adata.uns[method]["branch_points"][0])
+    sks.tl.branch_test(adata, method, branch_point=fork, registration=registration, key_added="calibration")
+    qvals = adata.var.loc[names, "calibration_qval"].to_numpy()
+    pvals = adata.var.loc[names, "calibration_pval"].to_numpy()
+    return {"flagged": float(np.mean(qvals < 0.05)), "p_below_0.05": float(np.mean(pvals < 0.05)),
+            "ks_p": float(kstest(pvals, "uniform").pvalue)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--methods", nargs="+", default=["ddrtree", "rpg"])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--true-time", action="store_true",
+                        help="also test on the true time with the learner's trunk/branch split")
+    args = parser.parse_args()
+    sc.settings.verbosity = 0
+    warnings.filterwarnings("ignore")
+    rows = []
+    for method in args.methods:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            adata, names = realistic_with_shared_genes(seed, method=method)
+            n_forks = len(adata.uns[method]["branch_points"])
+            if n_forks != 1:
+                rows.append({"method": method, "seed": seed, "skipped": f"{n_forks} branch points"})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            runs = {"learned, registered": (adata, "fit"), "learned, unregistered": (adata, "none")}
+            if args.true_time:
+                truth = adata.copy()
+                truth.obs[f"{method}_pseudotime"] = truth.obs["true_pseudotime"].to_numpy()
+                runs["true, learned split"] = (truth, "none")
+            for label, (data, registration) in runs.items():
+                row = {"method": method, "seed": seed, "time": label, **calibration(data, names, method, registration)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print("\n| learner | time | flagged at FDR 0.05, per seed | p < 0.05 | KS p | seeds with KS p > 0.01 |")
+    print("|---|---|---|---:|---|---:|")
+    for method in args.methods:
+        for label in ("learned, registered", "learned, unregistered", "true, learned split"):
+            group = [r for r in rows if r["method"] == method and r.get("time") == label]
+            if not group:
+                continue
+            flagged = ", ".join(f"{100 * r['flagged']:g}" for r in group)
+            shares = [r["p_below_0.05"] for r in group]
+            ks = [r["ks_p"] for r in group]
+            print(f"| {method} | {label} | {flagged} % | {min(shares):.2f}–{max(shares):.2f} | "
+                  f"{min(ks):.2g}–{max(ks):.2g} | {sum(k > 0.01 for k in ks)}/{len(ks)} |")
+
+
+if __name__ == "__main__":
+    main()
