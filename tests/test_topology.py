@@ -466,6 +466,10 @@ def test_trees_on_scaled_genes_warn_and_unscaled_ones_do_not(scanpy_log):
     for method in ("ddrtree", "rpg"):
         getattr(sks.tl, method)(scaled)
     assert scanpy_log.getvalue()[len(before):].count("adata.X looks scaled") == 2
+    # in a subset of the cells (the earliest 400: one part of the tree) the genes are no longer centred
+    subset = scanpy_log.getvalue()
+    sks.tl.rpg(scaled[np.argsort(scaled.obs["true_pseudotime"].to_numpy())[:400]].copy())
+    assert "adata.X looks scaled" in scanpy_log.getvalue()[len(subset):]
     # the components of the unscaled values kept in a layer, as the warning advises: no warning
     scaled.layers["log1p"] = adata[:, adata.var["highly_variable"]].X.toarray()
     sc.pp.pca(scaled, n_comps=30, layer="log1p")
@@ -488,6 +492,22 @@ def test_looks_scaled_reads_centred_unit_columns_only():
     assert not looks_scaled(logged) and not looks_scaled(counts)
     scaled = (logged - logged.mean(0)) / np.where(logged.std(0) > 0, logged.std(0), 1.0)
     assert looks_scaled(np.clip(scaled, None, 10.0))
+    assert not looks_scaled(logged - logged.mean(0))  # centred but of unequal spread: PCA as before
     mixed = logged.copy()
     mixed[:, :150] = scaled[:, :150]  # three quarters scaled: not a scaled matrix
     assert not looks_scaled(mixed)
+
+
+def test_a_quarter_of_the_cells_keeps_the_30_component_cap():
+    """In a subset of the cells the principal components' scores are no longer exactly principal and
+    their noise columns reshuffle; the columns are still the principal ones where the signal is."""
+    adata = sks.datasets.simulate_trajectory(1000, n_fates=3, random_state=0)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=50, mask_var="highly_variable")
+    cells = np.random.default_rng(0).choice(adata.n_obs, 250, replace=False)
+    columns = rpg_core.tree_columns(np.asarray(adata.obsm["X_pca"][cells], dtype=float))
+    assert columns.principal and columns.n_columns == 30
+    mixed = adata.obsm["X_pca"] @ np.linalg.qr(np.random.default_rng(5).standard_normal((50, 50)))[0]
+    assert rpg_core.tree_columns(mixed[cells]).n_columns == 50  # columns that are not principal: read whole

@@ -54,22 +54,25 @@ def check_integer(name: str, value, *, low: int, high: int | None = None, role: 
     return int(value)
 
 
-#: Columns of a sample look scaled (``sc.pp.scale``) when their mean is within this of 0 ...
-SCALED_MEAN = 0.1
-#: ... and their standard deviation within these bounds (clipping at ``max_value`` lowers it below 1) ...
-SCALED_SD = (0.7, 1.1)
-#: ... for at least this share of at least this many columns.
+#: Columns of a sample look scaled (``sc.pp.scale``) when they take negative values (log-normalised
+#: expression never does) and their standard deviation lies within these bounds (1 where the genes were
+#: scaled, a little less where ``max_value`` clips them, 0.85–1.07 in a subset of the cells, e.g. one
+#: lineage) ...
+SCALED_SD = (0.5, 1.5)
+#: ... for at least this share of at least this many varying columns.
 SCALED_SHARE, SCALED_MIN_COLUMNS = 0.9, 10
 
 
 def looks_scaled(sample: np.ndarray) -> bool:
-    """Whether the columns (genes) of a sample of cells look scaled to zero mean and unit variance.
+    """Whether the columns (genes) of a sample of cells look scaled to unit variance around 0.
 
-    Log-normalised expression has non-negative means and, for a weakly expressed
-    gene, a small spread; a gene scaled by ``sc.pp.scale`` has mean 0 and standard
-    deviation 1 (a little less where ``max_value`` clips it). Only a matrix most of
-    whose columns are centred and of unit spread counts; a handful of such genes
-    among others does not.
+    Log-normalised expression is never negative and, for a weakly expressed gene,
+    has a small spread; a gene scaled by ``sc.pp.scale`` is centred (its zeros
+    become negative) with standard deviation 1, and still near 1 in a subset of
+    the cells, whose means need not be 0. Only a matrix most of whose columns
+    look so counts; a handful of such genes among others does not, nor do
+    centred genes of unequal spread (centring alone leaves the principal
+    components as they are).
     """
     if sample.ndim != 2 or sample.shape[1] < SCALED_MIN_COLUMNS or sample.shape[0] < 3:
         return False
@@ -77,6 +80,6 @@ def looks_scaled(sample: np.ndarray) -> bool:
     varying = spreads > 0  # a gene with no counts stays constant when scaled: it says nothing either way
     if varying.sum() < SCALED_MIN_COLUMNS:
         return False
-    means, spreads = sample.mean(axis=0)[varying], spreads[varying]
-    scaled = (np.abs(means) < SCALED_MEAN) & (spreads > SCALED_SD[0]) & (spreads < SCALED_SD[1])
+    spreads, lowest = spreads[varying], sample.min(axis=0)[varying]
+    scaled = (lowest < 0) & (spreads > SCALED_SD[0]) & (spreads < SCALED_SD[1])
     return bool(scaled.mean() >= SCALED_SHARE)

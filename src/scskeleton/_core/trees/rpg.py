@@ -220,9 +220,23 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
 
 def _leading_columns_principal(gram: np.ndarray, n: int) -> bool:
     """Whether the first ``n`` columns of a Gram matrix hold at least :data:`PRINCIPAL_SHARE` of the
-    variance of its ``n`` leading principal directions (then they stand for those directions)."""
-    top = np.sort(linalg.eigvalsh(gram))[::-1][:n].sum()
-    return bool(top <= 0 or np.trace(gram[:n, :n]) >= PRINCIPAL_SHARE * top)
+    variance of its directions of signal (those above the noise floor,
+    :func:`~scskeleton._core.trees.ddrtree.default_n_components`, at most ``n``), so that keeping them
+    cuts noise, not structure.
+
+    Only the signal directions count: in a subset of the cells (one lineage, a quarter of them) the
+    principal components' scores are no longer exactly principal, and the nearly equal variances of
+    the noise components reshuffle among all columns; measured against all ``n`` leading directions,
+    a quarter of 1,000 simulated cells fell below the share and the 30-component cap was lost.
+    """
+    values, vectors = linalg.eigh(gram)
+    signal = min(default_n_components(gram), n)
+    values, vectors = values[::-1][:signal], vectors[:, ::-1][:, :signal]
+    total = values.sum()
+    if total <= 0:
+        return True
+    kept = float(values @ np.sum(vectors[:n] ** 2, axis=0))  # each direction's variance inside the first n columns
+    return kept >= PRINCIPAL_SHARE * total
 
 
 def default_sigma(nodes: np.ndarray) -> float:
