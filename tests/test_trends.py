@@ -348,13 +348,13 @@ def test_registration_aligns_branches_on_the_realistic_generator(seed):
     assert _flagged(adata, names, "fit") <= 0.05
 
 
-@pytest.mark.parametrize("seed", [2, 3])
+@pytest.mark.parametrize("seed", [2, 3, 8])
 def test_registration_on_the_realistic_generator_holds_the_level_on_more_seeds(seed):
-    """Two more draws of the generator. Before the pruning measured tubes against the tree-wide noise,
-    DDRTree kept other branches here (64 and 68 nodes against 69 and 58 now, the same number of tips)
-    and the registered test flagged 8.5 % and 6.5 % of the shared genes (seed 3 was a strict xfail: the
-    warp fell short); on the present trees the unregistered test flags 40 % and 8 %, the registered 3 %
-    and 1.5 %."""
+    """More draws of the generator. Before the pruning measured tubes against the tree-wide noise,
+    DDRTree kept other branches on seeds 2 and 3 (64 and 68 nodes against 69 and 58 now, the same
+    number of tips) and the registered test flagged 8.5 % and 6.5 % of the shared genes (seed 3 was a
+    strict xfail: the warp fell short). On seed 8 it flagged 12.5 % while DDRTree placed the cells by
+    Z, which gave each center's cells one pseudotime; placed by YW, 2 % (seeds 2 and 3: 3 % and 4 %)."""
     adata, names = _realistic_with_shared_genes(seed)
     assert _flagged(adata, names, "fit") <= 0.05
 

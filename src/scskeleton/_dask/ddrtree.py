@@ -81,9 +81,9 @@ def ddrtree_chunked(
 ) -> DDRTreeResult:
     """:func:`~scskeleton._core.trees.ddrtree.ddrtree` on a dask array ``data`` (N × D), chunked over cells.
 
-    Same parameters and result; ``latent`` (Z) is a dask array held in
-    (worker) memory and ``assignment`` (R) a lazy dask array recomputed from Z
-    and C chunk by chunk when read. ``chunk_rows`` rechunks the cells
+    Same parameters and result; ``latent`` (Z) and ``cells`` (YW) are dask
+    arrays held in (worker) memory and ``assignment`` (R) a lazy dask array
+    recomputed from YW and C chunk by chunk when read. ``chunk_rows`` rechunks the cells
     (``None``: as stored). Runs on whatever dask scheduler is active, e.g. a
     ``dask.distributed`` client.
     """
@@ -160,10 +160,15 @@ def ddrtree_chunked(
         )
         centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
     latent = from_blocks(latent_blocks, sizes, n_components)
-    assignment = lazy_assignment(latent, centers, sigma)
+    # the cells' own coordinates YW place them on the tree, as in memory (see core.ddrtree)
+    cells = from_blocks(
+        persist(*[delayed(_project)(y, mean, projection) for y in data_blocks]), sizes, n_components
+    )
+    assignment = lazy_assignment(cells, centers, sigma)
     return DDRTreeResult(
         projection=projection,
         latent=latent,
+        cells=cells,
         centers=centers,
         tree=tree,
         assignment=assignment,

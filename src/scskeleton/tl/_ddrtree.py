@@ -44,6 +44,11 @@ def ddrtree(
     (Proposition 5, through K × K systems only), so the objective never
     increases. It is the reduction behind Monocle 2.
 
+    Cells are placed on the tree, and assigned to its centers, by their own
+    coordinates in the latent space, Wᵀ(y - mean), not by Z: the quantization
+    term pulls Z onto the centers, so the cells of a center would share one
+    pseudotime (measured in the method notes, ``docs/methods/ddrtree.md``).
+
     Parameters
     ----------
     adata
@@ -128,9 +133,11 @@ def ddrtree(
     (``key`` = ``key_added``):
 
     ``adata.obsm[f"X_{key}"]``
-        Z, the N × d latent coordinates of the cells.
+        YW, the N × d coordinates of the cells in the latent space of the
+        tree (the centred ``use_rep`` times W).
     ``adata.obsm[f"{key}_assignment"]``
-        R, N × K soft assignment of cells to tree nodes (rows sum to 1).
+        R, N × K soft assignment of cells to tree nodes (rows sum to 1;
+        eq. 32 at the stored coordinates).
     ``adata.uns[key]``
         ``method``, ``params`` (every parameter used), ``nodes`` (C, K × d, in
         ``space`` = ``f"X_{key}"``), ``adjacency`` (S, K × K sparse tree),
@@ -218,7 +225,7 @@ def ddrtree(
         converged=result.converged,
         projection=result.projection,
         mean=result.mean,
-        latent=result.latent,
+        latent=result.cells,
         assignment=result.assignment,
         gap_edges=result.gap_edges,
         n_pruned=result.n_pruned,

@@ -16,7 +16,6 @@ from .._core.cellgraphs.landmarks import node_parts, restrict_to_parts
 from .._core.trees import fates as fates_core
 from .._core.trees import trajectory as trajectory_core
 from .._core.trees.assign import soft_assignment
-from .._core.trees.ddrtree import embed_new_cells
 from .._core.validation import as_float_matrix, check_integer
 from .._schema import (
     assignment_key,
@@ -188,10 +187,9 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str | None = None, *, n
                 f"The DDRTree result {key!r} stores no centring (uns[{key!r}]['mean']): it was fitted by an older "
                 f"version. Refit it with sks.tl.ddrtree(adata_ref, key_added={key!r}) to project cells onto it."
             )
-        latent, assignment = embed_new_cells(
-            data - np.asarray(entry["mean"]), np.asarray(entry["projection"]), graph.nodes,
-            sigma=float(params["sigma"]), gamma=float(params["gamma"]),
-        )
+        # as tl.ddrtree places its own cells: their coordinates YW, and eq. (32) there
+        latent = (data - np.asarray(entry["mean"])) @ np.asarray(entry["projection"])
+        assignment = soft_assignment(latent, graph.nodes, float(params["sigma"])).matrix
         coordinates = latent
     elif landmarks:  # as the fit mapped its own cells (tl._landmarks, _core.cellgraphs.landmarks)
         coordinates = data
