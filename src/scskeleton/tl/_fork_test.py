@@ -75,8 +75,10 @@ def fork_test(
         Length of the window past the fork, in (registered) pseudotime.
         Default: the stretch every branch covers (the shortest branch's reach,
         the 95th percentile of its cells' time past the fork), so no branch is
-        compared where it has no cells. A short window asks about the first
-        decisions after the fork.
+        compared where it has no cells; widened where needed until it holds
+        at least 10 (and more than ``df``) cells of every branch, as when a
+        branch's cells start well past the fork. A short window asks about the
+        first decisions after the fork.
     genes, layer, use_raw, gene_symbols, n_knots, n_grid
         As in :func:`trends`.
     df

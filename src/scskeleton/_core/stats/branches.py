@@ -550,7 +550,9 @@ def fork_test(
     ``window`` is the length of the window in (registered) pseudotime past
     the fork; by default the stretch that every branch covers, the smallest
     of the branches' reaches (:data:`REACH_QUANTILE` of their times past the
-    fork), so that no branch is compared where it has no cells.
+    fork), so that no branch is compared where it has no cells, widened where
+    needed until it holds at least :data:`MIN_WINDOW_CELLS` (and more than
+    ``df``) cells of every branch.
     ``groups`` labels cells 0 (trunk) or b = 1…B (branch), B ≥ 2.
     """
     rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
@@ -566,6 +568,11 @@ def fork_test(
         if window <= 0:
             empty = names[int(np.argmin(reach))]
             raise ValueError(f"{empty} reaches no further than the fork: there is no window to compare the branches in.")
+        # A branch whose cells start well past the fork (a gap of unsampled transit cells) may hold
+        # none of them within the shortest reach: widen the window until every branch holds enough
+        # cells for its own curve rather than refuse the default.
+        need = max(MIN_WINDOW_CELLS, int(np.floor(df)) + 1)
+        window = max(window, max(_time_of_nth_cell(times[groups == b] - fork, need) for b in range(1, n_branches + 1)))
     else:
         window = check_positive("window", window, role="pseudotime past the fork")
     inside = (groups >= 1) & (times <= fork + window)
@@ -601,6 +608,17 @@ def fork_test(
         shift=warp.shifts,
         degenerate=comparison.degenerate,
     )
+
+
+#: The default window of :func:`fork_test` holds at least this many cells of every branch.
+MIN_WINDOW_CELLS = 10
+
+
+def _time_of_nth_cell(past_fork: np.ndarray, n: int) -> float:
+    """Time past the fork of a branch's ``n``-th earliest cell (its last when it has fewer)."""
+    if past_fork.size == 0:
+        return 0.0
+    return float(np.partition(past_fork, min(n, past_fork.size) - 1)[min(n, past_fork.size) - 1])
 
 
 def _check_branch_input(rows, times, groups, df, n_grid, registration):
