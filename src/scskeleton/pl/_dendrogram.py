@@ -156,6 +156,7 @@ def dendrogram(
         raise ValueError("color is empty; name an .obs column or gene, or pass None for the segment.")
     layout = segment_layout(entry, graph)
     coordinates = _cell_coordinates(adata, key, layout)
+    line_end = _line_ends(coordinates, adata.obs[segment_key(key)], layout)
     # scanpy's embedding draws columns (first, second) as (x, y): swapping them turns the map.
     dims = (0, 1) if orientation == "horizontal" else (1, 0)
 
@@ -170,8 +171,8 @@ def dendrogram(
         scatter_cells(adata, coordinates, basis="X_dendrogram", dimensions=dims, color=name, ax=panel,
                       scatter_kwargs={"legend_loc": legend_loc, **scatter_kwargs, "frameon": True},
                       title=obs_label(adata, name) if panel_title is None else panel_title)
-        _draw_layout(panel, entry, graph, layout, dims, edge_color=edge_color, edge_width=edge_width,
-                     show_labels=show_labels)
+        _draw_layout(panel, entry, graph, layout, dims, line_end=line_end, edge_color=edge_color,
+                     edge_width=edge_width, show_labels=show_labels)
         _axes_labels(panel, f"{method_name(adata, key)} pseudotime", orientation)
         set_frame(panel, frameon)
     tidy_panels(fig, panels, created=created)
@@ -252,16 +253,32 @@ def _cell_coordinates(adata: AnnData, key: str, layout: Layout) -> np.ndarray:
     return coordinates
 
 
-def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tuple[int, int], *, edge_color: str,
-                 edge_width: float, show_labels: bool) -> None:
-    """Segment lines, fork connectors, milestone markers and names, over the cells."""
+def _line_ends(coordinates: np.ndarray, segments: pd.Series, layout: Layout) -> np.ndarray:
+    """Where each segment's line ends: at its last node, or further for a terminal segment whose cells
+    lie beyond its tip (``tl.pseudotime`` adds their overhang), so that every cell sits on a line."""
+    ends = layout.end.copy()
+    has_child = {up for up in layout.parent if up is not None}
+    labels = segments.astype(object).map(lambda s: str(s) if pd.notna(s) else None).to_numpy()
+    for index, name in enumerate(layout.ids):
+        if index in has_child:
+            continue
+        times = coordinates[labels == name, 0]
+        times = times[np.isfinite(times)]
+        if times.size:
+            ends[index] = max(ends[index], float(times.max()))
+    return ends
+
+
+def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tuple[int, int], *,
+                 line_end: np.ndarray, edge_color: str, edge_width: float, show_labels: bool) -> None:
+    """Segment lines (to ``line_end``), fork connectors, milestone markers and names, over the cells."""
     drawn = np.isfinite(layout.position)
 
     def xy(points: np.ndarray) -> np.ndarray:  # (time, position) pairs in the panel's orientation
         return points[..., list(dims)]
 
     lines = np.stack([np.column_stack([layout.start, layout.position]),
-                      np.column_stack([layout.end, layout.position])], axis=1)[drawn]
+                      np.column_stack([line_end, layout.position])], axis=1)[drawn]
     connectors = np.asarray([
         [[layout.end[up], layout.position[up]], [layout.start[child], layout.position[child]]]
         for child, up in enumerate(layout.parent) if up is not None and drawn[child]
