@@ -16,7 +16,7 @@ On the driver: the MST (eq. 28), M and its Cholesky factor, W and Ψ = M⁻¹R�
 then C and the objective without a second pass: RᵀZ, ||Z||² and ||YW − Z||² of the
 updated Z follow from YᵀY, RᵀR and RᵀY
 (:func:`~scskeleton._core.trees.ddrtree.latent_sums_from_assignment`). A last pass
-stores the final Z.
+stores the final Z and the cells' own coordinates YW, which place them on the tree.
 
 Before the loop, two passes give the mean and YᵀY, and k-means seeds C on the same
 deterministic subsample of Z as the in-memory solver, so both paths run the same
@@ -147,9 +147,11 @@ def ddrtree_chunked(
         if iteration > 1 and has_converged(objective, settings.tol):
             converged = True
             break
-    latent_blocks = persist(
-        *[delayed(_advance)(y, z, mean, *advance, gamma) for y, z in zip(data_blocks, latent_blocks)]
-    )
+    # the last Z of eq. (33) and the cells' own coordinates YW, which place them on the tree as in
+    # memory (see core.ddrtree), in one pass over the cells
+    parts = [delayed(_cells_and_latent, nout=2)(y, z, mean, *advance, gamma) for y, z in zip(data_blocks, latent_blocks)]
+    blocks = persist(*[part[0] for part in parts], *[part[1] for part in parts])
+    cell_blocks, latent_blocks = blocks[: len(parts)], blocks[len(parts):]
 
     tree = minimum_spanning_tree(centers)
     judged = (judged_rows(data, JUDGED_CELLS, settings.random_state) - mean) @ projection  # YW of the judged cells
@@ -160,10 +162,7 @@ def ddrtree_chunked(
         )
         centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
     latent = from_blocks(latent_blocks, sizes, n_components)
-    # the cells' own coordinates YW place them on the tree, as in memory (see core.ddrtree)
-    cells = from_blocks(
-        persist(*[delayed(_project)(y, mean, projection) for y in data_blocks]), sizes, n_components
-    )
+    cells = from_blocks(cell_blocks, sizes, n_components)
     assignment = lazy_assignment(cells, centers, sigma)
     return DDRTreeResult(
         projection=projection,
@@ -207,15 +206,15 @@ def _assignment_block(block, latent: np.ndarray, mean: np.ndarray, centers: np.n
     return assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
 
 
-def _advance(block, latent, mean, centers, sigma, projection, latent_rhs, gamma) -> np.ndarray:
-    """Z = (YW + RΨ)/(1 + gamma) (eq. 33), with R (eq. 32) recomputed from the previous Z and C."""
+def _cells_and_latent(block, latent, mean, centers, sigma, projection, latent_rhs, gamma):
+    """YW and Z = (YW + RΨ)/(1 + gamma) (eq. 33), with R (eq. 32) recomputed from the previous Z and C."""
     resp = soft_assignment(latent, centers, sigma).matrix
     step = ProjectionStep(projection=projection, latent_rhs=latent_rhs, smoothing_factor=())
-    return update_latent(_as_float(block) - mean, resp, step, gamma=gamma)[1]
+    return update_latent(_as_float(block) - mean, resp, step, gamma=gamma)
 
 
 def _advance_and_assign(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma, centers):
-    """:func:`_advance`, then the new Z's assignment sums to the current centers."""
-    new_latent = _advance(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma)
+    """The new Z of :func:`_cells_and_latent`, then its assignment sums to the current centers."""
+    new_latent = _cells_and_latent(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma)[1]
     assignment = soft_assignment(new_latent, centers, sigma)
     return new_latent, assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)

@@ -618,7 +618,8 @@ def _time_of_nth_cell(past_fork: np.ndarray, n: int) -> float:
     """Time past the fork of a branch's ``n``-th earliest cell (its last when it has fewer)."""
     if past_fork.size == 0:
         return 0.0
-    return float(np.partition(past_fork, min(n, past_fork.size) - 1)[min(n, past_fork.size) - 1])
+    rank = min(n, past_fork.size) - 1
+    return float(np.partition(past_fork, rank)[rank])
 
 
 def _check_branch_input(rows, times, groups, df, n_grid, registration):
