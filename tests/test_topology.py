@@ -60,6 +60,21 @@ def test_a_real_side_branch_is_kept():
     assert result.extension.min() > 10
 
 
+def test_a_fork_drawn_off_its_cells_is_judged_from_the_cells():
+    """DDRTree's tree-length term pulls its centers off their cells, most near forks. The cells
+    around the fork then sit to one side of the edges, the tube there looks ten noise widths wide,
+    and a real side branch (8 % of the cells) is pruned. Judged with each node at the mean of its
+    cells (``centroid_cells``), as DDRTree does, it stands out 14 widths."""
+    points, nodes, tree = _line_with_side(3.0)
+    points = np.vstack([points[: 11 * 30], points[11 * 30 :][::3]])
+    fitted = nodes.copy()
+    fitted[3:8, 1] -= 1.0
+    assert prune_tree(points, fitted, tree).removed_branches == 1
+    judged = prune_tree(points, fitted, tree, centroid_cells=10)
+    assert judged.removed_branches == 0 and (degrees(judged.adjacency) >= 3).sum() == 1
+    assert judged.extension[judged.leaves == nodes.shape[0] - 1] > 10
+
+
 def test_a_stub_inside_the_noise_is_removed_and_its_cells_counted():
     # a one-node stub only 1.2 noise widths out of the line
     rng = np.random.default_rng(1)

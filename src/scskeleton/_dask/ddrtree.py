@@ -39,6 +39,7 @@ from .._core.embed import principal_directions
 from .._core.graphs import laplacian, minimum_spanning_tree
 from .._core.trees.assign import kmeans, soft_assignment
 from .._core.trees.ddrtree import (
+    CENTROID_CELLS,
     MAX_CENTERS,
     DDRTreeResult,
     ProjectionStep,
@@ -158,7 +159,8 @@ def ddrtree_chunked(
     n_pruned = 0
     if prune:
         pruned = prune_tree(
-            judged, centers, tree, min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction
+            judged, centers, tree, min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
+            centroid_cells=CENTROID_CELLS,
         )
         centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
     latent = from_blocks(latent_blocks, sizes, n_components)

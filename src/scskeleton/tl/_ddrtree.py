@@ -75,9 +75,11 @@ def ddrtree(
         pass ``n_components=2`` for a planar embedding to plot.
     n_centers
         K, number of tree nodes, 2 ≤ K ≤ N. ``None``: a node per ten cells,
-        at least 50 (or N) and at most R's DDRTree / Monocle 2 rule
-        round(2·100·ln N / (ln N + ln 100)) (about 120–150). Monocle's rule
-        alone gives 107 nodes to 200 cells, a node per two cells' noise.
+        at least 50 (or N) and at most 80 (R's DDRTree / Monocle 2 rule
+        round(2·100·ln N / (ln N + ln 100)) gives about 120–150, and a dense
+        terminal state then becomes a ball of centers whose spanning tree is a
+        star). Monocle's rule alone gives 107 nodes to 200 cells, a node per
+        two cells' noise.
         K = N is Algorithm 2 as printed; K < N seeds the centers by k-means on
         the initial latent points.
     sigma
@@ -114,7 +116,10 @@ def ddrtree(
         generated trees score a median of 9 here (95 % above 4.8); the stubs
         a spanning tree grows through a thick cloud of cells score 1–3.5 (the cells nearest a stub are the cloud's own outliers, and
         log-normalised counts have heavy tails), hence 4. Measured on the
-        projected data YW (free of units).
+        projected data YW (free of units), with every center that is nearest to
+        at least 10 cells placed at the mean of their YW: the tree-length term
+        pulls the centers off their cells, most near forks, and that offset
+        would read as noise.
     min_branch_fraction
         A terminal branch must also hold at least this share of the cells.
     key_added

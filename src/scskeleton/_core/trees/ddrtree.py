@@ -52,6 +52,10 @@ CELLS_PER_NODE = 10
 MIN_NODES = 50
 #: DDRTree's default stops at this many nodes (the principal tree learners use up to R's rule).
 MAX_CENTERS = 80
+#: Pruning judges each branch with every center that is nearest to at least this many cells moved
+#: to the mean of their YW: the tree-length term pulls the centers off their cells (most near forks
+#: and on curved branches), and the pruning would read that offset as noise (see ``prune_tree``).
+CENTROID_CELLS = 10
 
 
 @dataclass(frozen=True)
@@ -277,7 +281,7 @@ def ddrtree(
     gamma
         Weight of the quantization term tying latent points to centers.
     lam
-        Weight of the tree length; ``None`` uses N / 2 (:func:`default_lam`).
+        Weight of the tree length; ``None`` uses N / 4 (:func:`default_lam`).
     maxiter, tol
         Stop after ``maxiter`` iterations or when the relative change of the
         objective falls below ``tol``.
@@ -287,8 +291,9 @@ def ddrtree(
         After the fit, remove terminal branches that do not stand out of the
         noise (:func:`~scskeleton._core.trees.pruning.prune_tree`), judged on the
         projected data YW (not on Z, which the quantization term pulls onto the
-        centers); the assignment is then recomputed by eq. (32) for the centers
-        that remain.
+        centers), with each center holding at least :data:`CENTROID_CELLS` cells
+        judged at the mean of their YW; the assignment is then recomputed by
+        eq. (32) for the centers that remain (at their fitted positions).
     callback
         Called as ``callback(iteration, objective)`` after every iteration.
 
@@ -363,7 +368,8 @@ def ddrtree(
     n_pruned = 0
     if prune:
         pruned = prune_tree(
-            data_proj, centers, tree, min_extension=min_branch_extension, min_mass=min_branch_fraction
+            data_proj, centers, tree, min_extension=min_branch_extension, min_mass=min_branch_fraction,
+            centroid_cells=CENTROID_CELLS,
         )
         centers, tree, n_pruned = centers[pruned.keep], pruned.adjacency, pruned.removed_branches
     # Cells are placed from their own coordinates YW, not from Z: the quantization term pulls Z onto
