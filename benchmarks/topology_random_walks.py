@@ -26,57 +26,12 @@ import warnings
 
 import anndata
 import numpy as np
-import pandas as pd
 import scanpy as sc
 from scipy.stats import spearmanr
 from sklearn.metrics import adjusted_rand_score
 
 import scskeleton as sks
-
-
-def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 2000, n_programs: int = 12,
-                     depth: float = 5000.0) -> anndata.AnnData:
-    """Counts along a random binary tree whose gene programs are random walks (module docstring)."""
-    rng = np.random.default_rng(seed)
-    parent, leaves = {0: -1}, [0]
-    while len(leaves) < n_fates:
-        split = leaves.pop(int(rng.integers(len(leaves))))
-        for _ in range(2):
-            parent[len(parent)] = split
-            leaves.append(len(parent) - 1)
-    n_branches = len(parent)
-    length = {b: int(rng.integers(40, 100)) for b in range(n_branches)}
-    programs, start = {}, {}
-    for b in range(n_branches):  # parents are numbered before their children
-        level = np.zeros(n_programs) if parent[b] < 0 else programs[parent[b]][-1]
-        start[b] = 0 if parent[b] < 0 else start[parent[b]] + length[parent[b]]
-        velocity, steps = rng.normal(0, 0.08, n_programs), []
-        for _ in range(length[b]):
-            velocity = 0.9 * velocity + rng.normal(0, 0.04, n_programs)
-            level = level + velocity
-            steps.append(level)
-        programs[b] = np.array(steps)
-    loadings = rng.gamma(0.3, 1.0, (n_programs, n_genes)) * (rng.random((n_programs, n_genes)) < 0.3)
-    loadings *= rng.choice([-1, 1], size=loadings.shape)
-    base = rng.normal(-1.0, 1.5, n_genes)
-    weight = rng.lognormal(0, 0.7, n_branches) * np.array([length[b] for b in range(n_branches)])
-    counts = rng.multinomial(n_cells, weight / weight.sum())
-    levels, time, branch = [], [], []
-    for b in range(n_branches):
-        position = np.minimum((rng.random(counts[b]) ** rng.uniform(0.5, 2.0) * length[b]).astype(int), length[b] - 1)
-        levels.append(programs[b][position])
-        time.append(start[b] + position)
-        branch += [b] * counts[b]
-    mean = np.exp(base + np.clip(np.vstack(levels) @ loadings, -10, 6))
-    library = rng.lognormal(np.log(depth), 0.4, mean.shape[0])
-    mean = mean / mean.sum(axis=1, keepdims=True) * library[:, None]
-    shape = 1.0 / (0.1 + 1.0 / np.sqrt(mean.mean(axis=0) + 0.1))
-    x = rng.poisson(rng.gamma(shape, mean / shape)).astype(np.float32)
-    x *= rng.random(x.shape) < 1.0 / (1.0 + np.exp(-1.5 * np.log1p(mean)))  # dropout, more at low means
-    adata = anndata.AnnData(x)
-    adata.obs["true_pseudotime"] = np.concatenate(time).astype(float)
-    adata.obs["true_branch"] = pd.Categorical([str(b) for b in branch])
-    return adata
+from scskeleton._testing import random_walk_tree
 
 
 def prepare(n_fates: int, n_cells: int, seed: int) -> anndata.AnnData:
@@ -99,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     sc.settings.verbosity = 0
     warnings.filterwarnings("ignore")
-    print("| method | cells | fates | exact branch points | branch points drawn | median Spearman | median ARI |")
+    print("| method | cells | fates | exact branch points | branch points drawn | median Spearman (lowest) | median ARI |")
     print("|---|---:|---:|---:|---|---:|---:|")
     for method in args.methods:
         for n_cells in args.cells:
@@ -117,7 +72,7 @@ def main() -> None:
                     })
                 drawn = [r["branch_points"] for r in runs]
                 print(f"| {method} | {n_cells:,} | {n_fates} | {sum(d == n_fates - 1 for d in drawn)}/{len(runs)} | "
-                      f"{json.dumps(drawn)} | {np.median([r['spearman'] for r in runs]):.3f} | "
+                      f"{json.dumps(drawn)} | {np.median([r['spearman'] for r in runs]):.3f} ({min(r['spearman'] for r in runs):.3f}) | "
                       f"{np.median([r['ari'] for r in runs]):.3f} |", flush=True)
 
 

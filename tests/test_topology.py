@@ -10,7 +10,7 @@ from scipy import sparse
 from scipy.stats import spearmanr
 
 import scskeleton as sks
-from scskeleton._testing import branch_majorities
+from scskeleton._testing import branch_majorities, random_walk_tree
 from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
 from scskeleton._core.trees import rpg as rpg_core
@@ -251,6 +251,31 @@ def test_simulated_counts_give_the_true_number_of_branch_points(method, simulate
         assert len(adata.uns[method]["gap_edges"]) == 0  # a connected tree: no warning
     assert sum(exact) >= 6, exact  # ≥ 75 % here; the benchmark table reports the full rate
     assert np.median(spearman) >= 0.95 and min(spearman) >= 0.85, spearman
+
+
+@pytest.mark.parametrize("method", ["ddrtree", "rpg"])
+def test_trees_of_a_second_generator_keep_their_branches(method):
+    """Trees whose gene programs are random walks (``random_walk_tree``, written apart from
+    ``simulate_trajectory``, on which the pruning was tuned): 3 fates, 2,000 cells, seeds 0–4.
+    Measured: DDRTree 4 of 5 exact (3 of 5 while its pruning judged the centers where the fit
+    put them, off their cells), RPG 5 of 5; median pseudotime Spearman 0.99 for both. (RPG's
+    seed 2 reaches only 0.64: its large fate, two thirds of the cells in a cloud a quarter as wide
+    as it is long, gets a short stretch of the tree and a compressed pseudotime.)"""
+    exact, spearman = 0, []
+    for seed in range(5):
+        adata = random_walk_tree(3, 2000, seed)
+        sc.pp.filter_genes(adata, min_cells=3)
+        sc.pp.normalize_total(adata)
+        sc.pp.log1p(adata)
+        sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+        sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+        getattr(sks.tl, method)(adata)
+        sks.tl.root(adata, method, obs_min="true_pseudotime")
+        sks.tl.pseudotime(adata, method)
+        exact += len(adata.uns[method]["branch_points"]) == 2
+        spearman.append(spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0])
+    assert exact >= 4
+    assert np.median(spearman) >= 0.95
 
 
 def test_low_depth_stars_are_measured_against_the_tree_wide_noise(monkeypatch):

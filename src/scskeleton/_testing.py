@@ -19,6 +19,7 @@ __all__ = [
     "distinct_colours",
     "one_nn_accuracy",
     "procrustes_r2",
+    "random_walk_tree",
     "realistic_with_shared_genes",
     "winding_numbers",
 ]
@@ -152,6 +153,66 @@ def branch_majorities(adata, key: str, labels) -> dict[str, tuple[object, float]
         values, counts = np.unique(labels[segment == str(name)], return_counts=True)
         found[str(name)] = (values[counts.argmax()], float(counts.max() / counts.sum())) if counts.size else (None, 0.0)
     return found
+
+
+def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 2000, n_programs: int = 12,
+                     depth: float = 5000.0):
+    """Counts along a random binary tree whose gene programs are random walks (PROSSTT-like).
+
+    A second generator, written apart from ``sks.datasets.simulate_trajectory`` (on which the
+    pruning thresholds were chosen): a random binary tree of ``n_fates`` leaves, each branch
+    40–100 steps long; ``n_programs`` gene programs that move along every branch as random
+    walks with momentum, continuing from where the parent branch ended (branches curve and part
+    at their own pace); genes as sparse signed mixtures of the programs (log-means); branch
+    sizes log-normal and cells crowded towards either end of their branch; library sizes
+    log-normal; negative-binomial counts with mean-dependent dispersion, and dropout that is
+    more frequent at low means. ``obs["true_pseudotime"]`` (steps from the root) and
+    ``obs["true_branch"]`` hold the truth. Used by ``benchmarks/topology_random_walks.py`` and
+    the tests.
+    """
+    import pandas as pd
+    from anndata import AnnData
+
+    rng = np.random.default_rng(seed)
+    parent, leaves = {0: -1}, [0]
+    while len(leaves) < n_fates:
+        split = leaves.pop(int(rng.integers(len(leaves))))
+        for _ in range(2):
+            parent[len(parent)] = split
+            leaves.append(len(parent) - 1)
+    n_branches = len(parent)
+    length = {b: int(rng.integers(40, 100)) for b in range(n_branches)}
+    programs, start = {}, {}
+    for b in range(n_branches):  # parents are numbered before their children
+        level = np.zeros(n_programs) if parent[b] < 0 else programs[parent[b]][-1]
+        start[b] = 0 if parent[b] < 0 else start[parent[b]] + length[parent[b]]
+        velocity, steps = rng.normal(0, 0.08, n_programs), []
+        for _ in range(length[b]):
+            velocity = 0.9 * velocity + rng.normal(0, 0.04, n_programs)
+            level = level + velocity
+            steps.append(level)
+        programs[b] = np.array(steps)
+    loadings = rng.gamma(0.3, 1.0, (n_programs, n_genes)) * (rng.random((n_programs, n_genes)) < 0.3)
+    loadings *= rng.choice([-1, 1], size=loadings.shape)
+    base = rng.normal(-1.0, 1.5, n_genes)
+    weight = rng.lognormal(0, 0.7, n_branches) * np.array([length[b] for b in range(n_branches)])
+    counts = rng.multinomial(n_cells, weight / weight.sum())
+    levels, time, branch = [], [], []
+    for b in range(n_branches):
+        position = np.minimum((rng.random(counts[b]) ** rng.uniform(0.5, 2.0) * length[b]).astype(int), length[b] - 1)
+        levels.append(programs[b][position])
+        time.append(start[b] + position)
+        branch += [b] * counts[b]
+    mean = np.exp(base + np.clip(np.vstack(levels) @ loadings, -10, 6))
+    library = rng.lognormal(np.log(depth), 0.4, mean.shape[0])
+    mean = mean / mean.sum(axis=1, keepdims=True) * library[:, None]
+    shape = 1.0 / (0.1 + 1.0 / np.sqrt(mean.mean(axis=0) + 0.1))
+    x = rng.poisson(rng.gamma(shape, mean / shape)).astype(np.float32)
+    x *= rng.random(x.shape) < 1.0 / (1.0 + np.exp(-1.5 * np.log1p(mean)))  # dropout, more at low means
+    adata = AnnData(x)
+    adata.obs["true_pseudotime"] = np.concatenate(time).astype(float)
+    adata.obs["true_branch"] = pd.Categorical([str(b) for b in branch])
+    return adata
 
 
 def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared: int = 200):
