@@ -10,7 +10,7 @@ from scipy import sparse
 from scipy.stats import spearmanr
 
 import scskeleton as sks
-from scskeleton._testing import branch_majorities, random_walk_tree
+from scskeleton._testing import branch_majorities, fit_on_counts, random_walk_tree
 from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
 from scskeleton._core.trees import rpg as rpg_core
@@ -265,13 +265,7 @@ def test_trees_of_a_second_generator_keep_their_branches(method):
     for seed in range(5):
         adata = random_walk_tree(3, 2000, seed)
         sc.pp.filter_genes(adata, min_cells=3)
-        sc.pp.normalize_total(adata)
-        sc.pp.log1p(adata)
-        sc.pp.highly_variable_genes(adata, n_top_genes=1000)
-        sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
-        getattr(sks.tl, method)(adata)
-        sks.tl.root(adata, method, obs_min="true_pseudotime")
-        sks.tl.pseudotime(adata, method)
+        fit_on_counts(adata, method)
         exact += len(adata.uns[method]["branch_points"]) == 2
         spearman.append(spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0])
     assert exact >= 4

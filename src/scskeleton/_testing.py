@@ -17,6 +17,7 @@ __all__ = [
     "central_differences",
     "directional_difference",
     "distinct_colours",
+    "fit_on_counts",
     "one_nn_accuracy",
     "procrustes_r2",
     "random_walk_tree",
@@ -215,6 +216,23 @@ def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 20
     return adata
 
 
+def fit_on_counts(adata, method: str) -> None:
+    """The protocol of the topology tests and benchmarks, in place: counts → normalize_total →
+    log1p → 1,000 highly variable genes → 30 principal components → ``method`` with its defaults
+    → root at the cells of lowest ``obs["true_pseudotime"]`` → pseudotime."""
+    import scanpy as sc
+
+    import scskeleton as sks
+
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+    getattr(sks.tl, method)(adata)
+    sks.tl.root(adata, method, obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, method)
+
+
 def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared: int = 200):
     """Counts of ``simulate_trajectory`` (2,000 cells, 2 fates) through the standard preprocessing to a
     learned pseudotime (``method`` with defaults, rooted at the earliest cells), with ``n_shared`` genes
@@ -227,19 +245,12 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     import copy
 
     import pandas as pd
-    import scanpy as sc
     from anndata import AnnData
 
     import scskeleton as sks
 
     adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=seed)
-    sc.pp.normalize_total(adata)
-    sc.pp.log1p(adata)
-    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
-    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
-    getattr(sks.tl, method)(adata)
-    sks.tl.root(adata, method, obs_min="true_pseudotime")
-    sks.tl.pseudotime(adata, method)
+    fit_on_counts(adata, method)
     rng = np.random.default_rng([23, seed])
     time = adata.obs["true_pseudotime"].to_numpy()
     span = time.max()
