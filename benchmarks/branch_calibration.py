@@ -10,7 +10,9 @@ pseudotime's errors from the split's.
 
 Per run: the share of shared-trend genes flagged at FDR 0.05 (acceptance: at most 5 %), the
 share with p < 0.05, and the Kolmogorov–Smirnov p of their p-values against the uniform
-(acceptance: above 0.01). Runs whose tree does not have exactly one branch point are reported
+(acceptance: above 0.01); the power over the generator's genes of the two fate branches (those
+with a true base mean of at least 1 count, and all) and the AUROC of the expressed ones' p-values
+against the shared genes' (acceptance: power ≥ 0.9, AUROC ≥ 0.95). Runs whose tree does not have exactly one branch point are reported
 and skipped. The figures are in ``docs/methods/trends.md``.
 
 Run: python benchmarks/branch_calibration.py --seeds 10 --methods ddrtree rpg --true-time
@@ -25,19 +27,29 @@ import warnings
 import numpy as np
 import scanpy as sc
 from scipy.stats import kstest
+from sklearn.metrics import roc_auc_score
 
 import scskeleton as sks
 from scskeleton._testing import realistic_with_shared_genes
 
 
 def calibration(adata, names, method: str, registration: str) -> dict:
-    """Flagged share, share with p < 0.05 and KS p of the shared-trend genes at the tree's one fork."""
+    """At the tree's one fork: flagged share, share with p < 0.05 and KS p of the shared-trend genes;
+    power (share called at FDR 0.05) over the generator's genes of the two fate branches, expressed
+    (true base mean ≥ 1 count) and all; AUROC of the expressed ones' p-values against the shared genes'."""
     fork = int(adata.uns[method]["branch_points"][0])
     sks.tl.branch_test(adata, method, branch_point=fork, registration=registration, key_added="calibration")
     qvals = adata.var.loc[names, "calibration_qval"].to_numpy()
     pvals = adata.var.loc[names, "calibration_pval"].to_numpy()
+    fates = adata.var["true_program"].eq("branch") & ~adata.var["true_branch"].isin(["", "branch_0"])
+    expressed = fates & (adata.var["true_base_mean"] >= 1)
+    branch_q = adata.var.loc[fates, "calibration_qval"].to_numpy()
+    branch_p = adata.var.loc[expressed, "calibration_pval"].fillna(1.0).to_numpy()
     return {"flagged": float(np.mean(qvals < 0.05)), "p_below_0.05": float(np.mean(pvals < 0.05)),
-            "ks_p": float(kstest(pvals, "uniform").pvalue)}
+            "ks_p": float(kstest(pvals, "uniform").pvalue),
+            "power_expressed": float(np.mean(adata.var.loc[expressed, "calibration_qval"].to_numpy() < 0.05)),
+            "power_all": float(np.mean(branch_q < 0.05)),
+            "auroc": float(roc_auc_score(np.r_[np.ones(branch_p.size), np.zeros(pvals.size)], -np.r_[branch_p, pvals]))}
 
 
 def main() -> None:
@@ -68,8 +80,9 @@ def main() -> None:
                 row = {"method": method, "seed": seed, "time": label, **calibration(data, names, method, registration)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    print("\n| learner | time | flagged at FDR 0.05, per seed | p < 0.05 | KS p | seeds with KS p > 0.01 |")
-    print("|---|---|---|---:|---|---:|")
+    print("\n| learner | time | flagged at FDR 0.05, per seed | p < 0.05 | KS p | seeds with KS p > 0.01 "
+          "| power, expressed fate genes | power, all fate genes | AUROC, expressed |")
+    print("|---|---|---|---:|---|---:|---:|---:|---:|")
     for method in args.methods:
         for label in ("learned, registered", "learned, unregistered", "true, learned split"):
             group = [r for r in rows if r["method"] == method and r.get("time") == label]
@@ -78,8 +91,13 @@ def main() -> None:
             flagged = ", ".join(f"{100 * r['flagged']:g}" for r in group)
             shares = [r["p_below_0.05"] for r in group]
             ks = [r["ks_p"] for r in group]
+            power = [r["power_expressed"] for r in group]
+            power_all = [r["power_all"] for r in group]
+            auroc = [r["auroc"] for r in group]
             print(f"| {method} | {label} | {flagged} % | {min(shares):.2f}–{max(shares):.2f} | "
-                  f"{min(ks):.2g}–{max(ks):.2g} | {sum(k > 0.01 for k in ks)}/{len(ks)} |")
+                  f"{min(ks):.2g}–{max(ks):.2g} | {sum(k > 0.01 for k in ks)}/{len(ks)} | "
+                  f"{min(power):.2f}–{max(power):.2f} | {min(power_all):.2f}–{max(power_all):.2f} | "
+                  f"{min(auroc):.3f}–{max(auroc):.3f} |")
 
 
 if __name__ == "__main__":

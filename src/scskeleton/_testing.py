@@ -237,7 +237,8 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     """Counts of ``simulate_trajectory`` (2,000 cells, 2 fates) through the standard preprocessing to a
     learned pseudotime (``method`` with defaults, rooted at the earliest cells), with ``n_shared`` genes
     appended that follow one sigmoid of the TRUE time on every branch (noise sd 0.5): exact shared-trend
-    genes for a branch test along the learned pseudotime. Returns the AnnData and their names.
+    genes for a branch test along the learned pseudotime. The generator's genes keep their truth in
+    ``var`` (``true_program``, ``true_branch``, ``true_base_mean``). Returns the AnnData and their names.
 
     The calibration of ``tl.branch_test`` on a learned pseudotime is measured on it, by the tests and by
     ``benchmarks/branch_calibration.py``.
@@ -259,6 +260,7 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     shared = (2 + amplitudes / (1 + np.exp(-(time[:, None] - centres) / widths))
               + 0.5 * rng.standard_normal((adata.n_obs, n_shared)))
     names = [f"shared_{i}" for i in range(n_shared)]
+    truth = adata.var[["true_program", "true_branch", "true_base_mean"]]
     full = AnnData(X=np.hstack([adata.X.toarray(), shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
-                   uns=copy.deepcopy(dict(adata.uns)), var=pd.DataFrame(index=list(adata.var_names) + names))
+                   uns=copy.deepcopy(dict(adata.uns)), var=pd.concat([truth, pd.DataFrame(index=names)]))
     return full, names
