@@ -14,6 +14,7 @@ from scskeleton._testing import branch_majorities, fit_on_counts, random_walk_tr
 from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
 from scskeleton._core.trees import rpg as rpg_core
+from scskeleton._core.trees import pruning
 from scskeleton._core.trees.pruning import prune_tree
 
 
@@ -73,6 +74,33 @@ def test_a_fork_drawn_off_its_cells_is_judged_from_the_cells():
     judged = prune_tree(points, fitted, tree, centroid_cells=10)
     assert judged.removed_branches == 0 and (degrees(judged.adjacency) >= 3).sum() == 1
     assert judged.extension[judged.leaves == nodes.shape[0] - 1] > 10
+
+
+def test_the_noise_floor_at_centroids_is_read_past_each_cells_own_edges():
+    """A dense ball of cells (sd 0.5) at the end of a line, drawn as a star of six nodes. Moved to
+    their cells' means, the star's nodes spread over the ball and every cell sits next to an edge of
+    its own node: read from the nearest edges, the tree-wide width is 0.27-0.31 and stubs in such a
+    ball would stand out of it. Read past each cell's own node's edges (as ``prune_tree`` does when
+    it judges at centroids), it is the ball's noise again, 0.45-0.53."""
+    rng = np.random.default_rng(0)
+    line = np.column_stack([np.linspace(0, 10, 11), np.zeros(11), np.zeros(11)])
+    spokes = rng.standard_normal((6, 3))
+    nodes = np.vstack([line, line[-1] + 0.6 * spokes / np.linalg.norm(spokes, axis=1, keepdims=True)])
+    points = np.vstack([np.repeat(line, 30, axis=0) + 0.1 * rng.standard_normal((330, 3)),
+                        line[-1] + 0.5 * rng.standard_normal((600, 3))])
+    edges = [(k, k + 1) for k in range(10)] + [(10, k) for k in range(11, 17)]
+    neighbours = [set() for _ in range(17)]
+    for u, v in edges:
+        neighbours[u].add(v)
+        neighbours[v].add(u)
+    labels = pruning.nearest_nodes(points, nodes)
+    centroids = pruning._centroids(points, nodes, labels, 10)
+    ball = np.flatnonzero(labels >= 10)
+    plain = pruning.TreeNoise.of(points[ball], centroids, neighbours)
+    past_own = pruning.TreeNoise.of(points[ball], centroids, neighbours, own=labels[ball])
+    for direction in np.eye(3):
+        assert plain.width_along(direction) < 0.35
+        assert 0.4 < past_own.width_along(direction) < 0.6
 
 
 def test_a_stub_inside_the_noise_is_removed_and_its_cells_counted():

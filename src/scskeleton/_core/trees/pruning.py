@@ -45,7 +45,9 @@ against 0.43 tree-wide, and its stubs scored 8–11.
 A learner may have its branches judged with each node that is nearest to at least
 ``centroid_cells`` cells moved to the mean of those cells (DDRTree does: its tree-length term
 pulls the centers off their cells, and the offset of a fork's cells from its edges would
-read as noise); the tree-wide floor is still read around the nodes as fitted.
+read as noise); the tree-wide floor is then read from each cell's offset across the nearest
+edge that does not touch its own node, which the nodes of a dense ball, spread over it at
+their cells' means, cannot shrink.
 
 Before that, leaf nodes holding fewer cells than a quarter of an average node's are
 trimmed (repeatedly): k-means seeding puts nodes on outlying cells, and the tree then
@@ -191,14 +193,16 @@ def prune_tree(
         together by the tree-length term) otherwise measures that misfit as noise:
         near a fork, a node's cells sit to one side of the edges, and the tube
         around the fork looks several noise widths wide. The tree-wide floor of
-        the widths is still read around the nodes as given.
+        the widths is then read from each cell's offset across the nearest edge
+        that does not touch its own node: moved to their cells, the nodes of a
+        dense ball spread over it, every cell sits next to an edge of its own
+        node, and a floor read from those edges would shrink with them.
     """
     adjacency = symmetrize(adjacency)
     n_nodes = nodes.shape[0]
     if labels is None:
         labels = nearest_nodes(points, nodes)
     labels = labels.copy()
-    fitted = nodes
     if centroid_cells > 0:
         nodes = _centroids(points, nodes, labels, centroid_cells)
     protected = {int(p) for p in np.atleast_1d(np.asarray(protected, dtype=np.intp))}
@@ -206,9 +210,9 @@ def prune_tree(
     keep = np.ones(n_nodes, dtype=bool)
     n_points = points.shape[0]
     removed = 0
-    # the floor stays that of the fitted tree: at centroids, the nodes of a dense ball of cells spread
-    # over it until every cell sits next to an edge, and the tree-wide width would shrink with them
-    noise = TreeNoise.of(points, fitted, neighbours)
+    # at centroids, the nodes of a dense ball of cells spread over it until every cell sits next to
+    # an edge of its own node, and the tree-wide width would shrink with them: read past those edges
+    noise = TreeNoise.of(points, nodes, neighbours, own=labels if centroid_cells > 0 else None)
     # leaves that hold almost no cells: nodes the seeding put on outlying cells, which stretch
     # an end of the tree out to them (and with it pseudotime, and a "gap" edge)
     counts = np.bincount(labels, minlength=n_nodes)
@@ -442,13 +446,17 @@ class TreeNoise:
     axis: np.ndarray  # c × d, the unit direction of each cell's edge
 
     @classmethod
-    def of(cls, points: np.ndarray, nodes: np.ndarray, neighbours: list[set]) -> TreeNoise:
+    def of(cls, points: np.ndarray, nodes: np.ndarray, neighbours: list[set], *,
+           own: np.ndarray | None = None) -> TreeNoise:
+        """``own``: each cell's node; then a cell's offset is read from the nearest edge that does not
+        touch its own node (see :func:`prune_tree`, ``centroid_cells``)."""
         edges = np.array(sorted({(min(u, v), max(u, v)) for u, ns in enumerate(neighbours) for v in ns}),
                          dtype=np.intp).reshape(-1, 2)
         if edges.size == 0:
             return cls(np.empty((0, points.shape[1])), np.empty((0, points.shape[1])))
         cells = _spread(np.arange(points.shape[0]), TREE_WIDTH_CELLS)
-        across, edge = _residual_to_edges(points[cells], nodes, edges, across=True, with_edges=True)
+        across, edge = _residual_to_edges(points[cells], nodes, edges, across=True, with_edges=True,
+                                          own=None if own is None else own[cells])
         axis = nodes[edges[:, 1]] - nodes[edges[:, 0]]
         norm = np.linalg.norm(axis, axis=1, keepdims=True)
         axis = np.divide(axis, norm, out=np.zeros_like(axis), where=norm > 0)
@@ -498,7 +506,8 @@ def _width_from_offsets(across: np.ndarray, cosine: np.ndarray, direction: np.nd
 
 
 def _residual_to_edges(
-    points: np.ndarray, nodes: np.ndarray, edges: np.ndarray, *, across: bool = False, with_edges: bool = False
+    points: np.ndarray, nodes: np.ndarray, edges: np.ndarray, *, across: bool = False, with_edges: bool = False,
+    own: np.ndarray | None = None,
 ):
     """Offset of each point from its nearest point on the given edges (segments), c × d.
 
@@ -506,7 +515,8 @@ def _residual_to_edges(
     edge: a point beyond the end of a branch is then measured by its distance
     from the branch's line, its spread around the tree, not by how far the
     tree falls short of the data's end. ``with_edges=True`` also returns each
-    point's nearest edge (row of ``edges``).
+    point's nearest edge (row of ``edges``). ``own`` (a node per point) leaves out the edges that
+    touch each point's own node (a point whose every edge does is measured from its nearest anyway).
     """
     start = nodes[edges[:, 0]]
     direction = nodes[edges[:, 1]] - start  # e × d
@@ -518,7 +528,12 @@ def _residual_to_edges(
         t = np.einsum("ced,ed->ce", offset, direction)
         t = np.clip(np.divide(t, length2, out=np.zeros_like(t), where=length2 > 0), 0.0, 1.0)
         residual = offset - t[..., None] * direction
-        best = np.einsum("ced,ced->ce", residual, residual).argmin(axis=1)
+        distance = np.einsum("ced,ced->ce", residual, residual)
+        if own is not None:
+            mine = own[lo : lo + 256, None]
+            touching = (edges[None, :, 0] == mine) | (edges[None, :, 1] == mine)
+            distance[touching & ~touching.all(axis=1, keepdims=True)] = np.inf
+        best = distance.argmin(axis=1)
         rows = np.arange(residual.shape[0])
         chosen = residual[rows, best]
         if across:
