@@ -57,11 +57,9 @@ def is_true_branch_point(adata, key: str, point: int, committed: dict) -> bool:
         arms = {int(arm_of_node[n]) for n in path if int(n) != point}
         if len(arms) == 1:
             arm_of_cell[segment == str(name)] = arms.pop()
-    arms = [a for a in np.unique(arm_of_node[keep]) if a != root_arm and a in set(arm_of_node[list(adjacency[point].indices)])]
-    for arm in arms:
-        if not any(np.mean(arm_of_cell[cells] == arm) > 0.5 for cells in committed.values()):
-            return False
-    return True
+    # removing the point leaves one component (arm) per neighbour; the root's is not judged
+    arms = set(labels.tolist()) - {root_arm}
+    return all(any(np.mean(arm_of_cell[cells] == arm) > 0.5 for cells in committed.values()) for arm in arms)
 
 
 def main() -> None:

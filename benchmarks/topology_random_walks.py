@@ -24,25 +24,12 @@ import argparse
 import json
 import warnings
 
-import anndata
 import numpy as np
 import scanpy as sc
 from scipy.stats import spearmanr
 from sklearn.metrics import adjusted_rand_score
 
-import scskeleton as sks
-from scskeleton._testing import random_walk_tree
-
-
-def prepare(n_fates: int, n_cells: int, seed: int) -> anndata.AnnData:
-    adata = random_walk_tree(n_fates, n_cells, seed)
-    sc.pp.filter_genes(adata, min_cells=3)
-    sc.pp.normalize_total(adata)
-    sc.pp.log1p(adata)
-    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
-    adata = adata[:, adata.var["highly_variable"]].copy()
-    sc.pp.pca(adata, n_comps=30)
-    return adata
+from scskeleton._testing import fit_on_counts, random_walk_tree
 
 
 def main() -> None:
@@ -61,10 +48,9 @@ def main() -> None:
             for n_fates in args.fates:
                 runs = []
                 for seed in range(args.seeds):
-                    adata = prepare(n_fates, n_cells, seed)
-                    getattr(sks.tl, method)(adata)
-                    sks.tl.root(adata, method, obs_min="true_pseudotime")
-                    sks.tl.pseudotime(adata, method)
+                    adata = random_walk_tree(n_fates, n_cells, seed)
+                    sc.pp.filter_genes(adata, min_cells=3)
+                    fit_on_counts(adata, method)
                     runs.append({
                         "branch_points": len(adata.uns[method]["branch_points"]),
                         "spearman": spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"])[0],
