@@ -233,14 +233,18 @@ def fit_on_counts(adata, method: str) -> None:
     sks.tl.pseudotime(adata, method)
 
 
-def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared: int = 200):
-    """Counts of ``simulate_trajectory`` (2,000 cells, 2 fates) through the standard preprocessing to a
-    learned pseudotime (``method`` with defaults, rooted at the earliest cells), with ``n_shared`` genes
-    appended that follow one sigmoid of the TRUE time on every branch (noise sd 0.5): exact shared-trend
-    genes for a branch test along the learned pseudotime. The generator's genes keep their truth in
-    ``var`` (``true_program``, ``true_branch``, ``true_base_mean``). Returns the AnnData and their names.
+def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared: int = 200,
+                                generator: str = "simulate_trajectory"):
+    """Counts of a two-fate tree (2,000 cells) through the standard preprocessing to a learned pseudotime
+    (``method`` with defaults, rooted at the earliest cells, :func:`fit_on_counts`), with ``n_shared``
+    genes appended that follow one sigmoid of the TRUE time on every branch (noise sd 0.5): exact
+    shared-trend genes for a branch test along the learned pseudotime. Returns the AnnData and their names.
 
-    The calibration of ``tl.branch_test`` on a learned pseudotime is measured on it, by the tests and by
+    ``generator``: ``"simulate_trajectory"`` (``sks.datasets.simulate_trajectory``, whose genes keep
+    their truth in ``var``: ``true_program``, ``true_branch``, ``true_base_mean``) or ``"random_walk"``
+    (:func:`random_walk_tree`, whose genes all mix programs that part gradually after the fork, so
+    that nearly every variable gene differs between the branches). The calibration of
+    ``tl.branch_test`` on a learned pseudotime is measured on both, by the tests and by
     ``benchmarks/branch_calibration.py``.
     """
     import copy
@@ -250,7 +254,17 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
 
     import scskeleton as sks
 
-    adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=seed)
+    if generator == "simulate_trajectory":
+        adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=seed)
+        truth = adata.var[["true_program", "true_branch", "true_base_mean"]]
+    elif generator == "random_walk":
+        import scanpy as sc
+
+        adata = random_walk_tree(2, 2000, seed)
+        sc.pp.filter_genes(adata, min_cells=3)
+        truth = pd.DataFrame(index=adata.var_names)
+    else:
+        raise ValueError(f"generator must be 'simulate_trajectory' or 'random_walk'; got {generator!r}.")
     fit_on_counts(adata, method)
     rng = np.random.default_rng([23, seed])
     time = adata.obs["true_pseudotime"].to_numpy()
@@ -260,7 +274,7 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     shared = (2 + amplitudes / (1 + np.exp(-(time[:, None] - centres) / widths))
               + 0.5 * rng.standard_normal((adata.n_obs, n_shared)))
     names = [f"shared_{i}" for i in range(n_shared)]
-    truth = adata.var[["true_program", "true_branch", "true_base_mean"]]
-    full = AnnData(X=np.hstack([adata.X.toarray(), shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
+    counts = adata.X.toarray() if hasattr(adata.X, "toarray") else np.asarray(adata.X)
+    full = AnnData(X=np.hstack([counts, shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
                    uns=copy.deepcopy(dict(adata.uns)), var=pd.concat([truth, pd.DataFrame(index=names)]))
     return full, names

@@ -272,9 +272,10 @@ def branch_test(
     registration
         ``"fit"`` (default): before the test, each branch's pseudotime past
         the fork is warped onto one axis, by a shift and a monotone
-        piecewise-linear map per branch shared by all genes, chosen so that
-        genes one curve can fit once the branches are aligned are fitted
-        best (genes whose branches differ cannot pull it). A learner
+        piecewise-linear map per branch shared by all genes, chosen so that,
+        among the 300 genes that follow pseudotime most closely, those one
+        curve can fit once the branches are aligned are fitted best (genes
+        whose branches differ cannot pull it). A learner
         stretches the branches of a fork differently and unevenly, and genes
         that follow the same curve of the process on both branches then look
         different: with DDRTree's pseudotime 1–57 % of such genes were called
@@ -285,7 +286,9 @@ def branch_test(
         stretch a branch that stops early). The curves, ``grid`` and
         ``obs[f"{name}_time"]`` are on the registered axis;
         ``uns[name]["stretch"]`` holds each branch's overall factor over its
-        reach past the fork and ``uns[name]["shift"]`` its shift.
+        reach past the fork and ``uns[name]["shift"]`` its shift (relative:
+        the factors' geometric mean is 1 and the shifts' mean 0, since moving
+        every branch alike changes no comparison between them).
         ``"none"``: compare the pseudotimes as they are (calibrated only when
         they are proportional to the process's time on every branch). On a
         dask matrix, ``"fit"`` first reads the (at most 3,000) cells the
