@@ -321,7 +321,7 @@ def _timed_genes(block, spread: np.ndarray, times: np.ndarray, *, n_knots: int, 
     ``times`` (``df`` degrees of freedom) explains the largest share of their variance.
 
     The warp is read from genes that follow time; the most variable genes were the wrong choice where
-    most of them differ between the branches (random-walk programs, real data): on PROSSTT-like trees
+    most of them differ between the branches (gene programs that part gradually): on PROSSTT-like trees
     2–18 % of 200 shared-trend genes were among the 300 most variable, and the warp fitted to the
     others flagged 20–90 % of the shared genes.
     """
