@@ -339,6 +339,17 @@ def test_registration_removes_a_uniform_stretch_of_one_branch():
     assert np.abs(one - two).max() <= 0.05
 
 
+def test_registration_bounds_the_branches_relative_pace_but_undoes_a_threefold_stretch():
+    """The warp keeps each branch's overall factor within MAX_RELATIVE_STRETCH of the branches' mean
+    (it stretched the branches of a three-fate fork 7-fold apart when nearly every gene parted), yet
+    a uniform 3-fold stretch of one branch is registered: shared genes keep their level."""
+    values, learned, groups = _stretched_fork(3.0)
+    result = branches.branch_test(values, np.arange(900), learned, groups)
+    assert np.all(np.abs(np.log(result.stretch)) <= np.log(branches.MAX_RELATIVE_STRETCH) + 1e-9)
+    assert result.stretch[1] / result.stretch[0] < 0.45  # most of the 3-fold stretch undone
+    assert (result.pvals < 0.05).mean() < 0.1 and (result.qvals < 0.05).mean() < 0.02
+
+
 def test_registration_keeps_branches_that_stop_early():
     # no stretch, but branch 2 covers only half of the process: equal-reach rescaling would
     # stretch it; the fitted warp stays near 1 and the p-values hold their level

@@ -234,8 +234,8 @@ def fit_on_counts(adata, method: str) -> None:
 
 
 def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared: int = 200,
-                                generator: str = "simulate_trajectory"):
-    """Counts of a two-fate tree (2,000 cells) through the standard preprocessing to a learned pseudotime
+                                generator: str = "simulate_trajectory", n_fates: int = 2):
+    """Counts of a tree of ``n_fates`` fates (2,000 cells) through the standard preprocessing to a learned pseudotime
     (``method`` with defaults, rooted at the earliest cells, :func:`fit_on_counts`), with ``n_shared``
     genes appended that follow one sigmoid of the TRUE time on every branch (noise sd 0.5): exact
     shared-trend genes for a branch test along the learned pseudotime. Returns the AnnData and their names.
@@ -255,12 +255,12 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     import scskeleton as sks
 
     if generator == "simulate_trajectory":
-        adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=seed)
+        adata = sks.datasets.simulate_trajectory(2000, n_fates=n_fates, random_state=seed)
         truth = adata.var[["true_program", "true_branch", "true_base_mean"]]
     elif generator == "random_walk":
         import scanpy as sc
 
-        adata = random_walk_tree(2, 2000, seed)
+        adata = random_walk_tree(n_fates, 2000, seed)
         sc.pp.filter_genes(adata, min_cells=3)
         truth = pd.DataFrame(index=adata.var_names)
     else:
