@@ -376,7 +376,7 @@ def test_registration_reads_the_warp_from_genes_that_follow_time(seed):
     parts gradually between the branches. The warp read from the 300 most variable genes (2-18 % of
     the shared genes among them) flagged 90, 53 and 80 % of the shared genes on these seeds; read from
     the genes that follow time, with the branches' common stretch and shift fixed (they change no
-    comparison between branches), 9, 0.5 and 4 %. Seeds 0-9 of both learners: 12 of 20 runs at most
+    comparison between branches), 9, 0.5 and 4 %. Seeds 0-9 of both learners: 13 of 20 runs at most
     5 %, the highest 14.5 % (docs/methods/trends.md)."""
     adata, names = realistic_with_shared_genes(seed, generator="random_walk")
     assert len(adata.uns["ddrtree"]["branch_points"]) == 1
