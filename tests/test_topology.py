@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 import scskeleton as sks
 from scskeleton._testing import branch_majorities, fit_on_counts, random_walk_tree
 from scskeleton._core.trees.gaps import bridging_edges
+from scskeleton._core.trees.assign import label_means
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
 from scskeleton._core.trees import rpg as rpg_core
 from scskeleton._core.trees import pruning
@@ -94,7 +95,7 @@ def test_the_noise_floor_at_centroids_is_read_past_each_cells_own_edges():
         neighbours[u].add(v)
         neighbours[v].add(u)
     labels = pruning.nearest_nodes(points, nodes)
-    centroids = pruning._centroids(points, nodes, labels, 10)
+    centroids = label_means(points, nodes, labels, min_count=10)
     ball = np.flatnonzero(labels >= 10)
     plain = pruning.TreeNoise.of(points[ball], centroids, neighbours)
     past_own = pruning.TreeNoise.of(points[ball], centroids, neighbours, own=labels[ball])

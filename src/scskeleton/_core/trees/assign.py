@@ -202,10 +202,18 @@ def kmeans(
         if np.array_equal(new_labels, labels):
             break
         labels = new_labels
-        counts = np.bincount(labels, minlength=n_centers)
-        sums = np.column_stack(
-            [np.bincount(labels, weights=points[:, j], minlength=n_centers) for j in range(points.shape[1])]
-        )
-        filled = counts > 0
-        centers[filled] = sums[filled] / counts[filled, None]
+        centers[:] = label_means(points, centers, labels)
     return centers
+
+
+def label_means(points: np.ndarray, centers: np.ndarray, labels: np.ndarray, *, min_count: int = 1) -> np.ndarray:
+    """``centers`` (a float64 copy) with each center that is the label of at least ``min_count`` points
+    moved to their mean; the others stay where they are."""
+    counts = np.bincount(labels, minlength=centers.shape[0])
+    sums = np.column_stack(
+        [np.bincount(labels, weights=points[:, j], minlength=centers.shape[0]) for j in range(points.shape[1])]
+    )
+    moved = counts >= max(min_count, 1)
+    out = centers.astype(np.float64, copy=True)
+    out[moved] = sums[moved] / counts[moved, None]
+    return out

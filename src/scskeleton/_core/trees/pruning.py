@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .assign import CHUNK_ROWS, squared_distances
+from .assign import CHUNK_ROWS, label_means, squared_distances
 from ..graphs import symmetrize
 from ..validation import check_positive
 
@@ -204,14 +204,12 @@ def prune_tree(
         labels = nearest_nodes(points, nodes)
     labels = labels.copy()
     if centroid_cells > 0:
-        nodes = _centroids(points, nodes, labels, centroid_cells)
+        nodes = label_means(points, nodes, labels, min_count=centroid_cells)
     protected = {int(p) for p in np.atleast_1d(np.asarray(protected, dtype=np.intp))}
     neighbours = [set(adjacency.indices[adjacency.indptr[k] : adjacency.indptr[k + 1]].tolist()) for k in range(n_nodes)]
     keep = np.ones(n_nodes, dtype=bool)
     n_points = points.shape[0]
     removed = 0
-    # at centroids, the nodes of a dense ball of cells spread over it until every cell sits next to
-    # an edge of its own node, and the tree-wide width would shrink with them: read past those edges
     noise = TreeNoise.of(points, nodes, neighbours, own=labels if centroid_cells > 0 else None)
     # leaves that hold almost no cells: nodes the seeding put on outlying cells, which stretch
     # an end of the tree out to them (and with it pseudotime, and a "gap" edge)
@@ -278,16 +276,6 @@ def prune_tree(
         extension=np.array([f[1] for f in final], dtype=float),
         mass=np.array([f[2] for f in final], dtype=float),
     )
-
-
-def _centroids(points: np.ndarray, nodes: np.ndarray, labels: np.ndarray, min_cells: int) -> np.ndarray:
-    """``nodes`` with each node nearest to at least ``min_cells`` points moved to their mean."""
-    counts = np.bincount(labels, minlength=nodes.shape[0])
-    sums = np.column_stack([np.bincount(labels, weights=column, minlength=nodes.shape[0]) for column in points.T])
-    moved = counts >= min_cells
-    out = nodes.astype(np.float64, copy=True)
-    out[moved] = sums[moved] / counts[moved, None]
-    return out
 
 
 def _merge_close_forks(points, nodes, neighbours, keep, labels, max_cells, noise: TreeNoise) -> int:
