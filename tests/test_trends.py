@@ -342,10 +342,13 @@ def _flagged(adata, names, registration):
 def test_registration_aligns_branches_on_the_realistic_generator(seed):
     """Where the learned pseudotime runs at different, changing speeds along the two branches, the
     unregistered test flags 33 % and 60 % of the shared genes; the fitted warp (which the generator's
-    own branch-specific genes, most of the variable ones, cannot pull) brings it to 4 % and 4.5 %."""
+    own branch-specific genes, most of the variable ones, cannot pull) brings it to 4 % and 1 %. Their
+    p-values are uniform (Kolmogorov–Smirnov p 0.018 and 0.15) since the null counts the shared
+    curve's smoothing bias (0.004 and 0.0002 before)."""
     adata, names = _realistic_with_shared_genes(seed)
     assert _flagged(adata, names, "none") > 0.2
     assert _flagged(adata, names, "fit") <= 0.05
+    assert stats.kstest(adata.var.loc[names, "ddrtree_branch_test_pval"].to_numpy(), "uniform").pvalue > 0.01
 
 
 @pytest.mark.parametrize("seed", [2, 3, 8])
@@ -354,10 +357,11 @@ def test_registration_on_the_realistic_generator_holds_the_level_on_more_seeds(s
     DDRTree kept other branches on seeds 2 and 3 (64 and 68 nodes against 69 and 58 now, the same
     number of tips) and the registered test flagged 8.5 % and 6.5 % of the shared genes (seed 3 was a
     strict xfail: the warp fell short). On seed 8 it flagged 12.5 % while DDRTree placed the cells by
-    Z, which gave each center's cells one pseudotime; placed by YW, 2 % (seeds 2 and 3: 3 % and 4 %).
-    The same test finds the generator's genes of the two fates (those expressed, at least 1 count):
-    AUROC of their p-values against the shared genes' 0.975, 0.963, 0.965, power at FDR 0.05 0.90,
-    0.87, 0.88."""
+    Z, which gave each center's cells one pseudotime; placed by YW, 2 % (seeds 2 and 3: 3 % and 4 %;
+    1, 2 and 1.5 % since the null counts the shared curve's smoothing bias). The same test finds the
+    generator's genes of the two fates (those expressed, at least 1 count): AUROC of their p-values
+    against the shared genes' 0.971, 0.956, 0.959, power at FDR 0.05 0.87, 0.83, 0.87 (0.89, 0.87,
+    0.88 with the null of pure noise, whose excess calls were partly the bias)."""
     adata, names = _realistic_with_shared_genes(seed)
     assert _flagged(adata, names, "fit") <= 0.05
     var = adata.var
@@ -367,7 +371,7 @@ def test_registration_on_the_realistic_generator_holds_the_level_on_more_seeds(s
     shared = var.index.isin(names)
     truth = np.r_[np.ones(fate_genes.sum()), np.zeros(shared.sum())]
     assert roc_auc_score(truth, -np.r_[pvals[fate_genes], pvals[shared]]) >= 0.95
-    assert (var["ddrtree_branch_test_qval"].to_numpy()[fate_genes] < 0.05).mean() >= 0.85
+    assert (var["ddrtree_branch_test_qval"].to_numpy()[fate_genes] < 0.05).mean() >= 0.8
 
 
 @pytest.mark.parametrize("seed", [1, 2, 5])

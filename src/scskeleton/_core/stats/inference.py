@@ -27,6 +27,8 @@ p-values are corrected by Benjamini–Hochberg.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import stats
 
@@ -94,7 +96,7 @@ def smoother_f_pvalues(fstat: np.ndarray, hat: np.ndarray, n_cells: int) -> np.n
 
 def form_f_pvalues(
     fstat: np.ndarray, cross: np.ndarray, explained: np.ndarray, fitted: np.ndarray, n_cells: int,
-    *, chunk: int = 512,
+    *, mean: NullMean | None = None, chunk: int = 512,
 ) -> np.ndarray:
     """Exact-null p-values of F = (yᵀAy / tr A) / (yᵀRy / tr R) for smoothers that do not commute.
 
@@ -116,6 +118,12 @@ def form_f_pvalues(
     reference cannot represent: with one short branch it let 25 % too many
     null genes below p = 0.01. Same conventions as :func:`smoother_f_pvalues`
     (1 at F = 0, 0 at F = ∞, NaN where the saddlepoint is singular).
+
+    With ``mean`` the null is y = Uα + σz rather than y = σz, so that the
+    p-value counts what the smoothers' different biases on that mean add to
+    F (:class:`NullMean`). In the rotated coordinates the mean is Lᵀα, and
+    z_j² becomes a non-central χ² with non-centrality δ_j = (v_jᵀLᵀα)² / σ²,
+    v_j the eigenvectors of T(f).
     """
     fstat = np.asarray(fstat, dtype=float)
     values, vectors = np.linalg.eigh((cross + cross.T) / 2.0)
@@ -128,25 +136,52 @@ def form_f_pvalues(
     rank = int(keep.sum())
     pvals = np.where(np.isposinf(fstat), 0.0, 1.0)
     active = np.flatnonzero((fstat > 0) & np.isfinite(fstat))
+    if mean is not None:
+        centre = root.T @ mean.coef  # Lᵀα, k × G
+        spread = root.T @ mean.noise @ root  # covariance of Lᵀα̂ over σ², k × k
     for lo in range(0, active.size, chunk):
         genes = active[lo : lo + chunk]
         f = fstat[genes]
         forms = t_explained / a + (f / r)[:, None, None] * t_fitted  # G × k × k
-        weights = np.linalg.eigvalsh(forms).T - f / r  # k × G
-        pvals[genes] = chi2_mixture_positive(weights, -f / r, float(n_cells - rank))
+        if mean is None:
+            weights, shift = np.linalg.eigvalsh(forms).T - f / r, None  # k × G
+        else:
+            values_, axes = np.linalg.eigh(forms)  # G × k, G × k × k
+            weights = values_.T - f / r
+            along = np.einsum("gkj,kg->jg", axes, centre[:, genes]) ** 2 / mean.variance[genes]
+            # less the part of (v_jᵀLᵀα̂)² that α̂'s own noise brings: α̂ only estimates the mean
+            shift = np.maximum(along - np.einsum("gkj,kl,glj->jg", axes, spread, axes), 0.0)
+        pvals[genes] = chi2_mixture_positive(weights, -f / r, float(n_cells - rank), noncentrality=shift)
     return pvals
 
 
-def chi2_mixture_positive(weights: np.ndarray, tail: np.ndarray, tail_dof: float) -> np.ndarray:
-    """P(Σ_j w_j z_j² + w₀ χ²_ν > 0) per column, by the Lugannani–Rice saddlepoint (Kuonen 1999).
+@dataclass(frozen=True)
+class NullMean:
+    """A mean for the null of :func:`form_f_pvalues`: y = Uα + σz per gene.
+
+    ``coef`` (p × G) is α in the coefficients of the stacked bases U,
+    ``variance`` (G) σ², and ``noise`` (p × p) the covariance of the estimate
+    α̂ over σ² (its own noise, taken out of the non-centralities).
+    """
+
+    coef: np.ndarray
+    variance: np.ndarray
+    noise: np.ndarray
+
+
+def chi2_mixture_positive(
+    weights: np.ndarray, tail: np.ndarray, tail_dof: float, *, noncentrality: np.ndarray | None = None
+) -> np.ndarray:
+    """P(Σ_j w_j (z_j + √δ_j)² + w₀ χ²_ν > 0) per column, by the Lugannani–Rice saddlepoint (Kuonen 1999).
 
     ``weights`` (k × G) and ``tail`` (w₀ < 0, G) per gene, ``tail_dof`` ν the
-    χ² part's degrees of freedom (0 for none). The cumulant generating
-    function K(t) = −½ Σ log(1 − 2t w_j) − ½ ν log(1 − 2t w₀) is finite for
-    1/(2 min w) < t < 1/(2 max w); its saddlepoint K'(t) = 0 is found by
-    bisection (K' is increasing). A gene with no positive weight gets 0. NaN
-    where the saddlepoint lies at the origin (the mixture's mean near 0,
-    p ≈ 0.5), where the formula is singular.
+    χ² part's degrees of freedom (0 for none), ``noncentrality`` δ ≥ 0
+    (k × G; default 0). The cumulant generating function
+    K(t) = Σ_j [−½ log(1 − 2t w_j) + δ_j w_j t / (1 − 2t w_j)] − ½ ν log(1 − 2t w₀)
+    is finite for 1/(2 min w) < t < 1/(2 max w); its saddlepoint K'(t) = 0 is
+    found by bisection (K' is increasing). A gene with no positive weight gets
+    0. NaN where the saddlepoint lies at the origin (the mixture's mean near
+    0, p ≈ 0.5), where the formula is singular.
     """
     w = np.asarray(weights, dtype=float)
     w0 = np.asarray(tail, dtype=float)
@@ -155,13 +190,15 @@ def chi2_mixture_positive(weights: np.ndarray, tail: np.ndarray, tail_dof: float
     some_positive = w.max(axis=0) > 0
     if not some_positive.any():
         return out
-    w, w0 = w[:, some_positive], w0[some_positive]
+    delta = np.zeros_like(w) if noncentrality is None else np.asarray(noncentrality, dtype=float)
+    w, w0, delta = w[:, some_positive], w0[some_positive], delta[:, some_positive]
     lowest = np.minimum(w.min(axis=0), w0) if dof > 0 else w.min(axis=0)
     lo, hi = 0.5 / lowest, 0.5 / w.max(axis=0)
     lo = np.where(lowest < 0, lo, -1e12)
 
     def slope(t):  # K'(t)
-        return (w / (1.0 - 2.0 * t * w)).sum(axis=0) + dof * w0 / (1.0 - 2.0 * t * w0)
+        damp = 1.0 - 2.0 * t * w
+        return (w / damp + delta * w / damp**2).sum(axis=0) + dof * w0 / (1.0 - 2.0 * t * w0)
 
     for _ in range(200):
         mid = 0.5 * (lo + hi)
@@ -169,8 +206,10 @@ def chi2_mixture_positive(weights: np.ndarray, tail: np.ndarray, tail_dof: float
         hi = np.where(rising, mid, hi)
         lo = np.where(rising, lo, mid)
     t = 0.5 * (lo + hi)
-    cgf = -0.5 * (np.log1p(-2.0 * t * w).sum(axis=0) + dof * np.log1p(-2.0 * t * w0))
-    curvature = (2.0 * w**2 / (1.0 - 2.0 * t * w) ** 2).sum(axis=0) + dof * 2.0 * w0**2 / (1.0 - 2.0 * t * w0) ** 2
+    damp = 1.0 - 2.0 * t * w
+    cgf = (delta * w * t / damp - 0.5 * np.log1p(-2.0 * t * w)).sum(axis=0) - 0.5 * dof * np.log1p(-2.0 * t * w0)
+    curvature = (2.0 * w**2 / damp**2 + 4.0 * delta * w**2 / damp**3).sum(axis=0) \
+        + dof * 2.0 * w0**2 / (1.0 - 2.0 * t * w0) ** 2
     root = np.sign(t) * np.sqrt(np.maximum(-2.0 * cgf, 0.0))
     scaled = t * np.sqrt(curvature)
     with np.errstate(divide="ignore", invalid="ignore"):

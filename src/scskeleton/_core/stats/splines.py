@@ -371,6 +371,12 @@ def _theta_for_df(eigen: _Eigen, df: float, what: str) -> float:
     )))
 
 
+def lam_for_df(gram: np.ndarray, penalty: np.ndarray, df: float, what: str) -> float:
+    """The penalty λ at which a fit with this Gram matrix uses ``df`` effective degrees of freedom."""
+    eigen = _eigen(gram, penalty)
+    return _theta_for_df(eigen, df, what) * eigen.scale
+
+
 def adapt_df(df: float, grams: list[np.ndarray], penalty: np.ndarray, what: str) -> float:
     """The ``df`` every fit in ``grams`` can use: ``df`` itself, or less when the cells cannot carry it.
 
