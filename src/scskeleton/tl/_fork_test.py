@@ -54,8 +54,9 @@ def fork_test(
     (``effect``, in the units of the expression; on log-normalised data a
     log fold change). Per gene, one curve per branch is compared with one
     shared curve over the window's cells by an F test (p-values from its
-    exact null under Gaussian noise, by a saddlepoint approximation) with
-    Benjamini–Hochberg correction.
+    exact null under Gaussian noise around one shared curve, by a saddlepoint
+    approximation; as in :func:`branch_test`) with Benjamini–Hochberg
+    correction.
     {model}
     As in :func:`branch_test`, each branch's pseudotime past the fork is
     first warped onto one axis (a shift and a monotone map per branch, shared

@@ -242,6 +242,10 @@ def branch_test(
     shared trend of each gene over all cells is compared with one trend per
     branch, by an F test (p-values from its exact null under Gaussian
     noise, a saddlepoint approximation) with Benjamini–Hochberg correction.
+    The null's noise is around one shared curve, fitted with ``df + 2``
+    degrees of freedom, so that the different smoothing of a switch-like
+    shared trend on branches whose cells lie at different times is not
+    read as a difference between them (docs/methods/trends.md).
     {model}
     Which cells enter: the trajectory's segments are oriented away from the
     root (``tl.pseudotime``). The *trunk* is the chain of segments from the
@@ -267,8 +271,9 @@ def branch_test(
     df
         Effective degrees of freedom of each curve (> 2). Enough for the
         shared trend: when it cannot follow a gene, branches of unequal
-        length fit it unequally well and look different. Default 6. Each
-        branch needs more than ``df`` cells of its own.
+        length fit it unequally well; the null counts that difference, at
+        some cost in power. Default 6. Each branch needs more than ``df``
+        cells of its own.
     registration
         ``"fit"`` (default): before the test, each branch's pseudotime past
         the fork is warped onto one axis, by a shift and a monotone

@@ -21,6 +21,10 @@ evaluates by a saddlepoint approximation:
   a constant. The forms do not commute; the weights are the eigenvalues of a
   small matrix per gene (:func:`form_f_pvalues`; the two-moment reference
   let 1.3–1.6× too many through at 0.001, 1.24× at 0.01 with a short branch).
+  For the branch and fork tests the null's mean is not zero but one shared
+  curve (:class:`NullMean`): the fits smooth a switch-like shared trend
+  differently on branches whose cells lie at different times, and that
+  difference of bias is part of F under the null (non-central weights).
 
 p-values are corrected by Benjamini–Hochberg.
 """
