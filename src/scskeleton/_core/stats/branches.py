@@ -765,8 +765,8 @@ def _shared_null_mean(stats_, penalty: np.ndarray, df: float, variance: np.ndarr
     reads them as a difference between the branches. Referred to the null of
     pure noise, the test was anti-conservative even on the true time: 200
     genes of one steep sigmoid at ``simulate_trajectory`` forks, df = 6,
-    5.5–9 % below p = 0.05 and Kolmogorov–Smirnov p < 0.01 on 3 of 11 forks
-    (df = 4: 33–38 % below 0.05). The null is therefore y = μ̂ + σz, with μ̂ the
+    3.5–9 % below p = 0.05 and Kolmogorov–Smirnov p < 0.01 on 2 of 11 forks
+    (df = 4: 33.5 and 38 % on two). The null is therefore y = μ̂ + σz, with μ̂ the
     shared fit at df + :data:`NULL_MEAN_EXTRA_DF` effective degrees of freedom
     (less bias than the tested curves; more made the estimate's noise count,
     and the test conservative, where the trend is gentle) and σ² the branch
