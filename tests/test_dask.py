@@ -152,7 +152,11 @@ def test_chunked_principal_graph_equals_in_memory(graph):
         sks.tl.pseudotime(each, key)
     assert isinstance(lazy.obsm[f"{key}_assignment"], da.Array)
     np.testing.assert_allclose(lazy.uns[key]["objective"], adata.uns[key]["objective"], rtol=1e-8)
-    assert (sks._schema.read_graph(lazy, key).adjacency != sks._schema.read_graph(adata, key).adjacency).nnz == 0
+    chunked, in_memory = sks._schema.read_graph(lazy, key).adjacency, sks._schema.read_graph(adata, key).adjacency
+    # the same edges; the ℓ1 graph's weights come from an interior-point method, which carries the
+    # round-off of summing over blocks of cells into the last digits
+    assert ((chunked != 0) != (in_memory != 0)).nnz == 0
+    np.testing.assert_allclose(chunked.toarray(), in_memory.toarray(), rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(lazy.obs[f"{key}_pseudotime"], adata.obs[f"{key}_pseudotime"], atol=1e-9)
     assert (lazy.obs[f"{key}_segment"] == adata.obs[f"{key}_segment"]).all()
 

@@ -194,8 +194,10 @@ def rpg_l1(
     z_k ≈ Σ_k' w_k'k z_k', at a cost ``lam`` · ||ξ_k||₁. W is the solution of
     the linear program (19)/(23) — (24) with landmarks — restricted to the
     symmetrised ``n_neighbors`` nearest neighbours of each landmark (side
-    information, §5.1), solved by HiGHS' dual simplex method, warm-started
-    from the previous iteration's basis. P by eq. (18) and C by eq. (22) as in
+    information, §5.1), solved by an interior-point method (Clarabel; the
+    paper uses Mosek's), one program per connected component of the candidate
+    graph, with the factorisation's symbolic analysis kept between
+    iterations. P by eq. (18) and C by eq. (22) as in
     :func:`rpg`; the objective never increases (Theorem 1).
 
     The optimum of (19) is a band of short edges (each landmark rebuilt from
