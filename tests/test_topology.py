@@ -574,3 +574,31 @@ def test_a_quarter_of_the_cells_keeps_the_30_component_cap():
     assert columns.principal and columns.n_columns == 30
     mixed = adata.obsm["X_pca"] @ np.linalg.qr(np.random.default_rng(5).standard_normal((50, 50)))[0]
     assert rpg_core.tree_columns(mixed[cells]).n_columns == 50  # columns that are not principal: read whole
+
+
+@pytest.mark.parametrize("across", [False, True])
+def test_offsets_from_edges_match_a_point_by_point_projection(across):
+    # the offsets are computed from matrix products; check them against projecting each point
+    # onto each segment, one at a time, including the own-node exclusion and a zero-length edge
+    rng = np.random.default_rng(3)
+    nodes = rng.normal(size=(9, 5))
+    nodes[8] = nodes[7]
+    edges = np.array([[0, 1], [1, 2], [2, 3], [1, 4], [4, 5], [5, 6], [6, 7], [7, 8]])
+    points = 3.0 * rng.normal(size=(300, 5)) + 10.0  # far from the origin: round-off of the expansion
+    own = rng.integers(0, 9, size=points.shape[0])
+    got, nearest = pruning._residual_to_edges(points, nodes + 10.0, edges, across=across, with_edges=True, own=own)
+    def offset(x, e):
+        a, b = nodes[edges[e, 0]] + 10.0, nodes[edges[e, 1]] + 10.0
+        v = b - a
+        t = 0.0 if v @ v == 0 else np.clip((x - a) @ v / (v @ v), 0.0, 1.0)
+        residual = x - a - t * v
+        if across and v @ v > 0:
+            return residual @ residual, residual - (residual @ v) / (v @ v) * v
+        return residual @ residual, residual
+
+    for i, x in enumerate(points):
+        candidates = [e for e, (a, b) in enumerate(edges) if own[i] not in (a, b)] or range(len(edges))
+        shortest = min(offset(x, e)[0] for e in candidates)
+        distance, residual = offset(x, nearest[i])
+        assert nearest[i] in candidates and distance == pytest.approx(shortest, rel=1e-9)  # ties at shared nodes
+        np.testing.assert_allclose(got[i], residual, atol=1e-9)

@@ -509,29 +509,33 @@ def _residual_to_edges(
     start = nodes[edges[:, 0]]
     direction = nodes[edges[:, 1]] - start  # e × d
     length2 = np.einsum("ed,ed->e", direction, direction)
+    start_along = np.einsum("ed,ed->e", start, direction)
+    start_norm2 = np.einsum("ed,ed->e", start, start)
     out = np.empty_like(points)
     nearest = np.empty(points.shape[0], dtype=np.intp)
-    for lo in range(0, points.shape[0], 256):
-        offset = points[lo : lo + 256, None, :] - start[None]  # c × e × d
-        t = np.einsum("ced,ed->ce", offset, direction)
-        t = np.clip(np.divide(t, length2, out=np.zeros_like(t), where=length2 > 0), 0.0, 1.0)
-        residual = offset - t[..., None] * direction
-        distance = np.einsum("ced,ced->ce", residual, residual)
+    # c × e matrices from two matrix products (never the c × e × d offsets): with u = x - s,
+    # t = clip(u·v / |v|², 0, 1) and |u - t v|² = |u|² - 2 t u·v + t² |v|²
+    for lo in range(0, points.shape[0], CHUNK_ROWS):
+        block = points[lo : lo + CHUNK_ROWS]
+        along = block @ direction.T - start_along  # u·v
+        t = np.clip(np.divide(along, length2, out=np.zeros_like(along), where=length2 > 0), 0.0, 1.0)
+        distance = np.einsum("cd,cd->c", block, block)[:, None] - 2.0 * (block @ start.T) + start_norm2
+        distance += t * (t * length2 - 2.0 * along)
         if own is not None:
-            mine = own[lo : lo + 256, None]
+            mine = own[lo : lo + CHUNK_ROWS, None]
             touching = (edges[None, :, 0] == mine) | (edges[None, :, 1] == mine)
             distance[touching & ~touching.all(axis=1, keepdims=True)] = np.inf
         best = distance.argmin(axis=1)
-        rows = np.arange(residual.shape[0])
-        chosen = residual[rows, best]
+        rows = np.arange(block.shape[0])
+        chosen = block - start[best] - t[rows, best][:, None] * direction[best]
         if across:
-            along = direction[best]
+            axis = direction[best]
             share = np.divide(
-                np.einsum("cd,cd->c", chosen, along), length2[best], out=np.zeros(rows.size), where=length2[best] > 0
+                np.einsum("cd,cd->c", chosen, axis), length2[best], out=np.zeros(rows.size), where=length2[best] > 0
             )
-            chosen = chosen - share[:, None] * along
-        out[lo : lo + 256] = chosen
-        nearest[lo : lo + 256] = best
+            chosen = chosen - share[:, None] * axis
+        out[lo : lo + CHUNK_ROWS] = chosen
+        nearest[lo : lo + CHUNK_ROWS] = best
     return (out, nearest) if with_edges else out
 
 
