@@ -155,12 +155,17 @@ def test_a_root_in_every_component_gives_pseudotime_everywhere(tmp_path):
     np.testing.assert_array_equal(adata.uns["rpg_l1"]["root"], roots)
 
 
-def test_same_random_state_same_result():
+@pytest.mark.parametrize("method", ["rpg", "rpg_l1"])
+def test_same_random_state_same_result(method):
+    # the ℓ1 graph's interior-point solves included: bit-identical, not merely close
     first, second = sks.datasets.moons(300), sks.datasets.moons(300)
-    sks.tl.rpg(first, n_nodes=80, random_state=5)
-    sks.tl.rpg(second, n_nodes=80, random_state=5)
-    np.testing.assert_array_equal(first.uns["rpg"]["nodes"], second.uns["rpg"]["nodes"])
-    np.testing.assert_array_equal(first.uns["rpg"]["objective"], second.uns["rpg"]["objective"])
+    getattr(sks.tl, method)(first, n_nodes=80, random_state=5)
+    getattr(sks.tl, method)(second, n_nodes=80, random_state=5)
+    np.testing.assert_array_equal(first.uns[method]["nodes"], second.uns[method]["nodes"])
+    np.testing.assert_array_equal(first.uns[method]["objective"], second.uns[method]["objective"])
+    assert (first.uns[method]["adjacency"] != second.uns[method]["adjacency"]).nnz == 0
+    if method == "rpg_l1":
+        assert (first.uns[method]["lp_adjacency"] != second.uns[method]["lp_adjacency"]).nnz == 0
 
 
 def test_plots_work_on_principal_graphs(tmp_path):
