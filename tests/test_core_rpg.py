@@ -2,6 +2,7 @@ import numpy as np
 
 from scskeleton._core.trees.ddrtree import default_n_centers
 import pytest
+from threadpoolctl import threadpool_limits
 from scipy import optimize, sparse
 
 import scskeleton as sks
@@ -65,6 +66,12 @@ def test_l1_program_solution_is_feasible_and_optimal(clusters):
     vertex = np.zeros_like(dense)
     vertex[heads, tails] = vertex[tails, heads] = primal.x[: heads.size]
     np.testing.assert_array_equal(dense > 0, vertex > 1e-9)
+    # components are solved on as many threads as BLAS may use; one thread gives the same W
+    with threadpool_limits(limits=1):
+        serial, _ = _L1Program(landmarks, n_neighbors=4, lam=0.7).solve(centers)
+    with threadpool_limits(limits=2):
+        threaded, _ = _L1Program(landmarks, n_neighbors=4, lam=0.7).solve(centers)
+    np.testing.assert_array_equal(serial.toarray(), threaded.toarray())
 
 
 def test_center_update_is_eq22_and_a_block_minimum():
