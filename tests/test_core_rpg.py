@@ -32,7 +32,7 @@ def test_objective_never_increases(graph, n_nodes):
 
 @pytest.mark.parametrize("clusters", [1, 3])
 def test_l1_program_solution_is_feasible_and_optimal(clusters):
-    # with 3 far-apart clusters the candidate graph falls into 3 components, solved one by one
+    # with 3 far-apart clusters the candidate graph falls into 3 components, solved separately
     rng = np.random.default_rng(0)
     landmarks = rng.normal(size=(24, 3))
     if clusters > 1:
