@@ -510,7 +510,6 @@ def _residual_to_edges(
     direction = nodes[edges[:, 1]] - start  # e × d
     length2 = np.einsum("ed,ed->e", direction, direction)
     start_along = np.einsum("ed,ed->e", start, direction)
-    start_norm2 = np.einsum("ed,ed->e", start, start)
     out = np.empty_like(points)
     nearest = np.empty(points.shape[0], dtype=np.intp)
     # c × e matrices from two matrix products (never the c × e × d offsets): with u = x - s,
@@ -519,7 +518,7 @@ def _residual_to_edges(
         block = points[lo : lo + CHUNK_ROWS]
         along = block @ direction.T - start_along  # u·v
         t = np.clip(np.divide(along, length2, out=np.zeros_like(along), where=length2 > 0), 0.0, 1.0)
-        distance = np.einsum("cd,cd->c", block, block)[:, None] - 2.0 * (block @ start.T) + start_norm2
+        distance = squared_distances(block, start)
         distance += t * (t * length2 - 2.0 * along)
         if own is not None:
             mine = own[lo : lo + CHUNK_ROWS, None]

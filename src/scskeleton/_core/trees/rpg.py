@@ -627,9 +627,7 @@ class _L1Program:
         self.lam = lam
         self.edges = knn_edges(landmarks, n_neighbors)
         n_nodes = landmarks.shape[0]
-        candidates = sparse.coo_matrix(
-            (np.ones(self.edges.shape[0]), (self.edges[:, 0], self.edges[:, 1])), shape=(n_nodes, n_nodes)
-        )
+        candidates = from_edges(self.edges, np.ones(self.edges.shape[0]), n_nodes)
         _, component = csgraph.connected_components(candidates, directed=False)
         edge_component = component[self.edges[:, 0]]
         self._blocks = []
