@@ -77,7 +77,7 @@ def test_a_fork_drawn_off_its_cells_is_judged_from_the_cells():
     assert judged.extension[judged.leaves == nodes.shape[0] - 1] > 10
 
 
-def test_the_noise_floor_at_centroids_is_read_past_each_cells_own_edges():
+def test_the_noise_floor_at_centroids_is_read_past_each_cells_own_edges(monkeypatch):
     """A dense ball of cells (sd 0.5) at the end of a line, drawn as a star of six nodes. Moved to
     their cells' means, the star's nodes spread over the ball and every cell sits next to an edge of
     its own node: read from the nearest edges, the tree-wide width is 0.27-0.31 and stubs in such a
@@ -97,12 +97,61 @@ def test_the_noise_floor_at_centroids_is_read_past_each_cells_own_edges():
     labels = pruning.nearest_nodes(points, nodes)
     centroids = label_means(points, nodes, labels, min_count=10)
     ball = np.flatnonzero(labels >= 10)
+    # around the tree's core the one-node spokes are left out anyway, and across the line the
+    # width is the ball's noise
+    core = pruning.TreeNoise.of(points[ball], centroids, neighbours, own=labels[ball])
+    for direction in np.eye(3)[1:]:
+        assert 0.4 < core.width_along(direction) < 0.6
+    # read from the whole tree, spokes included
+    monkeypatch.setattr(pruning, "CORE_BRANCH_SHARE", 0.0)
     plain = pruning.TreeNoise.of(points[ball], centroids, neighbours)
     past_own = pruning.TreeNoise.of(points[ball], centroids, neighbours, own=labels[ball])
     for direction in np.eye(3):
         assert plain.width_along(direction) < 0.35
         assert 0.4 < past_own.width_along(direction) < 0.6
 
+
+def test_the_noise_floor_counts_the_cells_that_stubs_captured(monkeypatch):
+    """A line of cells whose noise has a one-sided tail (a quarter of the cells 0.5-3 units to one
+    side, as low-library-size cells lie along one principal component of log-normalised counts), and
+    three one-node stubs reaching into that tail. Measured from the stubs' own edges the tail's cells
+    say nothing about the width across the line, and the tree-wide width comes out at 0.71 of the
+    cells' robust spread; measured around the tree without its short terminal branches it is that
+    spread."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 10, 1500)
+    y = 0.2 * rng.standard_normal(1500)
+    tail = rng.random(1500) < 0.25
+    y[tail] = -rng.uniform(0.5, 3.0, tail.sum())
+    points = np.column_stack([x, y])
+    nodes = np.vstack([np.column_stack([np.linspace(0, 10, 31), np.zeros(31)]),
+                       [[2.0, -1.5], [5.0, -1.5], [8.0, -1.5]]])
+    neighbours = [set() for _ in range(34)]
+    for u, v in [(k, k + 1) for k in range(30)] + [(6, 31), (15, 32), (24, 33)]:
+        neighbours[u].add(v)
+        neighbours[v].add(u)
+    across = np.array([0.0, -1.0])
+    spread = 1.4826 * np.median(np.abs(y))
+    assert pruning.TreeNoise.of(points, nodes, neighbours).width_along(across) == pytest.approx(spread, rel=0.02)
+    monkeypatch.setattr(pruning, "CORE_BRANCH_SHARE", 0.0)
+    assert pruning.TreeNoise.of(points, nodes, neighbours).width_along(across) < 0.8 * spread
+
+
+@pytest.fixture(scope="module")
+def linear():
+    return [_preprocessed(1000, 1, seed) for seed in (0, 2, 3, 4, 6)]
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_a_linear_trajectory_has_no_branch_point(method, linear):
+    """One lineage (``simulate_trajectory(n_fates=1)``): its third principal component is the cells'
+    library size, whose low tail DDRTree's centers reached into as stubs that stood just above the
+    threshold (1, 3, 1, 1 and 2 branch points on these seeds before the tree-wide floor was read
+    around the tree's core)."""
+    for original in linear:
+        adata = original.copy()
+        getattr(sks.tl, method)(adata)
+        assert _n_branch_points(adata, method) == 0
 
 def test_a_stub_inside_the_noise_is_removed_and_its_cells_counted():
     # a one-node stub only 1.2 noise widths out of the line

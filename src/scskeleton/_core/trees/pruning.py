@@ -35,7 +35,11 @@ rest of the tree, within 2.5 noise widths of it, is the tube split in two).
 
 The tube's width is never taken below the tree-wide noise width along u (the
 same robust width read from the offsets of up to :data:`TREE_WIDTH_CELLS` cells
-across their nearest edge of the whole tree, before pruning). Where nodes crowd —
+across their nearest edge of the tree before pruning, without its terminal branches
+of fewer than :data:`CORE_BRANCH_SHARE` of the nodes: a stub gathers the noise's
+outlying cells, and measured from its own edges they would not count as noise; on a
+single lineage whose library-size axis has a one-sided tail, DDRTree's stubs into that
+tail halved the floor read from the whole tree, and stood out of it). Where nodes crowd —
 a dense terminal state drawn as a ball of nodes whose spanning tree is a star —
 every cell lies near some edge, the local offsets understate the noise, and a
 stub of the star stands out of that too-narrow tube like a real branch: on
@@ -99,6 +103,10 @@ MIN_TUBE_SINE = 0.5
 OUT_QUANTILE = 0.75
 #: The tree-wide noise width, the floor of every local one, is read from at most this many cells.
 TREE_WIDTH_CELLS = 4000
+#: ... around the tree without its terminal branches of fewer than this share of the nodes: a
+#: stub captures the noise's outlying cells (e.g. the low-library-size tail, one-sided in every
+#: state of the trajectory), and measured from the stub they would not count as noise.
+CORE_BRANCH_SHARE = 0.1
 #: Two branch points closer than this many noise widths along the tree are one. A principal
 #: tree draws a three-way split as two forks joined by empty nodes that the smoothing pulls
 #: together (separation ~0 on Splatter-style simulations); real internal branches of generated
@@ -427,8 +435,9 @@ def _tube(neighbours, members, starts, *, excluded: set, skip_edges=frozenset())
 
 @dataclass(frozen=True)
 class TreeNoise:
-    """Offsets of a sample of cells across their nearest edge of the whole tree, to read the
-    tree-wide noise width in any direction (:meth:`width_along`), the floor of the local widths."""
+    """Offsets of a sample of cells across their nearest edge of the tree's core (the tree without
+    its short terminal branches, :func:`_core`), to read the tree-wide noise width in any direction
+    (:meth:`width_along`), the floor of the local widths."""
 
     across: np.ndarray  # c × d, each offset perpendicular to its edge
     axis: np.ndarray  # c × d, the unit direction of each cell's edge
@@ -438,8 +447,9 @@ class TreeNoise:
            own: np.ndarray | None = None) -> TreeNoise:
         """``own``: each cell's node; then a cell's offset is read from the nearest edge that does not
         touch its own node (see :func:`prune_tree`, ``centroid_cells``)."""
-        edges = np.array(sorted({(min(u, v), max(u, v)) for u, ns in enumerate(neighbours) for v in ns}),
-                         dtype=np.intp).reshape(-1, 2)
+        edges = _edges(_core(neighbours))
+        if edges.size == 0:
+            edges = _edges(neighbours)
         if edges.size == 0:
             return cls(np.empty((0, points.shape[1])), np.empty((0, points.shape[1])))
         cells = _spread(np.arange(points.shape[0]), TREE_WIDTH_CELLS)
@@ -454,6 +464,24 @@ class TreeNoise:
         """Robust noise width along the unit vector ``direction`` (as :func:`_width_along`; 0 if unmeasurable)."""
         width = _width_from_offsets(self.across, self.axis @ direction, direction, closest_if_few=False)
         return 0.0 if width is None else width
+
+
+def _edges(neighbours: list[set]) -> np.ndarray:
+    return np.array(sorted({(min(u, v), max(u, v)) for u, ns in enumerate(neighbours) for v in ns}),
+                    dtype=np.intp).reshape(-1, 2)
+
+
+def _core(neighbours: list[set]) -> list[set]:
+    """The tree without its terminal branches of fewer than :data:`CORE_BRANCH_SHARE` of the nodes (one pass)."""
+    shortest = int(round(CORE_BRANCH_SHARE * len(neighbours)))
+    core = [set(ns) for ns in neighbours]
+    for _, branch, _ in _terminal_branches(neighbours):
+        if len(branch) < shortest:
+            for node in branch:
+                for other in core[node]:
+                    core[other].discard(node)
+                core[node] = set()
+    return core
 
 
 def _width_along(cells: np.ndarray, nodes, edges, direction) -> float | None:
