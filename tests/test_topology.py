@@ -448,6 +448,12 @@ def test_separate_clusters_raise_the_gap_warning(method, scanpy_log):
     getattr(sks.tl, method)(adata)
     assert len(adata.uns[method]["gap_edges"]) >= 4  # every bridge between the 5 clusters
     assert "rpg_l1" in scanpy_log.getvalue() and "gap" in scanpy_log.getvalue()
+    assert "UMAP and t-SNE open gaps" not in scanpy_log.getvalue()
+    # on an embedding that tears continuous data (here the same coordinates under UMAP's key) the
+    # warning says that the gap may be the embedding's
+    adata.obsm["X_umap"] = np.asarray(adata.X)
+    getattr(sks.tl, method)(adata, use_rep="X_umap")
+    assert "fitted on 'X_umap': UMAP and t-SNE open gaps" in scanpy_log.getvalue()
 
 
 def test_dla_tree_pseudotime_in_50_dimensions():
@@ -619,6 +625,51 @@ def test_weak_structure_of_a_chunked_representation_is_read_the_same():
     sks.tl.rpg(chunked)
     for name in ("n_pcs", "n_nodes", "signal_to_noise"):
         assert chunked.uns["rpg"]["params"][name] == pytest.approx(adata.uns["rpg"]["params"][name])
+
+
+# --- units: the same tree at every scale of the data --------------------------------------
+
+
+@pytest.mark.parametrize("method", ["ddrtree", "rpg"])
+def test_the_tree_does_not_depend_on_the_units_of_the_data(method):
+    """Eq. (32) compares squared distances with sigma: DDRTree's fixed 1e-3 drew no branch point on
+    principal components times 0.01 (pseudotime Spearman 0.23–0.75 where the same data give the right
+    tree). Its default now scales with the data, as RPG's bandwidth does; the paper's value is kept."""
+    adata = _preprocessed(1000, 3, 1)
+    small = adata.copy()
+    small.obsm["X_pca"] = adata.obsm["X_pca"] * 0.01
+    for data in (adata, small):
+        getattr(sks.tl, method)(data)
+        sks.tl.root(data, method, obs_min="true_pseudotime")
+        sks.tl.pseudotime(data, method)
+    assert _n_branch_points(adata, method) == _n_branch_points(small, method) == 2
+    np.testing.assert_allclose(small.obs[f"{method}_pseudotime"], adata.obs[f"{method}_pseudotime"] * 0.01,
+                               rtol=1e-5, atol=1e-8)
+    if method == "ddrtree":
+        sigma = adata.uns[method]["params"]["sigma"]
+        assert small.uns[method]["params"]["sigma"] == pytest.approx(sigma * 1e-4)
+        assert 5e-4 < sigma < 5e-3  # the paper's nearly hard regime on log-normalised components
+        sks.tl.ddrtree(small, sigma=1e-3, key_added="paper")  # the paper's value, at these units
+        assert _n_branch_points(small, "paper") != 2
+
+
+def test_a_diffusion_map_warns(scanpy_log):
+    """scanpy's X_diffmap holds unweighted eigenvectors (and the trivial first): trees fitted there follow
+    fine-scale components, so both learners say so and name the alternatives."""
+    adata = _preprocessed(600, 2, 0)
+    sc.pp.neighbors(adata, n_neighbors=15)
+    sc.tl.diffmap(adata, n_comps=10)
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(adata)
+    assert "reads 'X_diffmap'" not in scanpy_log.getvalue()
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(adata, use_rep="X_diffmap")
+    assert scanpy_log.getvalue().count("reads 'X_diffmap'") == 2
+    evals = adata.uns["diffmap_evals"][1:]
+    adata.obsm["X_diffusion"] = adata.obsm["X_diffmap"][:, 1:] * evals / (1 - evals)
+    advised = scanpy_log.getvalue()
+    sks.tl.ddrtree(adata, use_rep="X_diffusion")
+    assert "X_diffmap" not in scanpy_log.getvalue()[len(advised):]
 
 
 # --- genes scaled before PCA: measured as a known limit, so the user is told -------------

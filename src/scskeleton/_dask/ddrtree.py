@@ -46,6 +46,7 @@ from .._core.trees.ddrtree import (
     assignment_sums,
     check_settings,
     default_n_components,
+    default_sigma,
     has_converged,
     latent_sums_from_assignment,
     objective_value,
@@ -68,7 +69,7 @@ def ddrtree_chunked(
     *,
     n_components: int | None = None,
     n_centers: int | None = None,
-    sigma: float = 1e-3,
+    sigma: float | None = None,
     gamma: float = 10.0,
     lam: float | None = None,
     maxiter: int = 100,
@@ -115,6 +116,8 @@ def ddrtree_chunked(
         centers = np.asarray(latent.compute(), dtype=float)
     else:
         centers = kmeans(latent, settings.n_centers, random_state=settings.random_state)
+    if sigma is None:
+        sigma = default_sigma(centers)
 
     objective: list[float] = []
     converged = False
@@ -177,6 +180,7 @@ def ddrtree_chunked(
         n_iter=len(objective),
         converged=converged,
         mean=mean,
+        sigma=sigma,
         n_pruned=n_pruned,
         gap_edges=bridging_edges(judged, centers, tree),
     )

@@ -10,7 +10,9 @@ from .._core.trees import ddrtree as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._dask import is_dask
 from .._schema import latent_key
-from ._inputs import check_key, check_random_state, choose_representation, get_representation, warn_if_scaled
+from ._inputs import (
+    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_scaled,
+)
 from ._progress import solver_run
 from ._results import write_graph
 
@@ -22,7 +24,7 @@ def ddrtree(
     n_pcs: int | None = None,
     n_components: int | None = None,
     n_centers: int | None = None,
-    sigma: float = 1e-3,
+    sigma: float | None = None,
     gamma: float = 10.0,
     lam: float | None = None,
     maxiter: int = 100,
@@ -84,9 +86,14 @@ def ddrtree(
         the initial latent points.
     sigma
         Bandwidth of the soft assignment, eq. (32), in squared latent units.
-        The default 1e-3 makes assignments nearly hard (Proposition 4: the
-        k-means form of problem (30)). On ``X_pca`` of typical scale this is the
-        regime Monocle 2 uses; raise it for smoother, overlapping assignments.
+        ``None``: a thousandth of the median squared distance between
+        neighbouring initial centers, which makes assignments nearly hard
+        (Proposition 4: the k-means form of problem (30)) at any scale of the
+        data. The paper and Monocle 2 use 1e-3, which on ``X_pca`` of
+        log-normalised counts (squared spacing 1.4–1.9) is the same regime but
+        on data a hundred times smaller (a diffusion map) makes the assignments
+        uniform and the tree meaningless; pass ``sigma=1e-3`` for it. Raise it
+        for smoother, overlapping assignments. The value used is stored.
     gamma
         Weight of the quantization term in (31) that ties each cell's latent
         point to its centers. Default 10.
@@ -168,6 +175,7 @@ def ddrtree(
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True)
     warn_if_scaled(adata, use_rep, "DDRTree")
+    warn_if_diffusion_map(adata, use_rep, "DDRTree")
     n_cells = data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
@@ -212,7 +220,7 @@ def ddrtree(
             "n_pcs": data.shape[1],
             "n_components": result.projection.shape[1],
             "n_centers": resolved_centers,
-            "sigma": sigma,
+            "sigma": result.sigma,
             "gamma": gamma,
             "lam": resolved_lam,
             "maxiter": maxiter,

@@ -71,6 +71,30 @@ def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     return True
 
 
+def warn_if_diffusion_map(adata: AnnData, use_rep: str, method: str) -> bool:
+    """Warn when a tree is about to be fitted on scanpy's diffusion map (``sc.tl.diffmap``).
+
+    ``obsm["X_diffmap"]`` holds the eigenvectors of the diffusion operator
+    unweighted (each column of unit length) and, first, the trivial one of
+    eigenvalue 1: a fine-scale component weighs as much as the trajectory's.
+    On ``simulate_trajectory`` (1,000 cells, 2–3 fates, 15 components) both
+    learners drew trees without meaning there (pseudotime Spearman −0.3–0.6
+    for DDRTree, 3–8 branch points for RPG), against the right topology on
+    the principal components (``docs/methods/trust.md``, *Known limits*).
+    Returns whether it warned.
+    """
+    if use_rep != "X_diffmap" or "diffmap_evals" not in adata.uns:
+        return False
+    logg.warning(
+        f"{method} reads 'X_diffmap', scanpy's diffusion components unweighted (each of unit length, the first "
+        "one trivial): components of fine-scale noise weigh as much as the trajectory, and the tree follows them. "
+        "Fit on 'X_pca' (the default), or on the components weighted by their eigenvalues λ, e.g. "
+        "adata.obsm['X_diffusion'] = adata.obsm['X_diffmap'][:, 1:] * λ / (1 - λ) with "
+        "λ = adata.uns['diffmap_evals'][1:] (Palantir's multiscale space), and check the tree with sks.tl.branch_support."
+    )
+    return True
+
+
 def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None, lazy: bool = False):
     """The cells × features matrix a tool fits, as finite float64.
 
