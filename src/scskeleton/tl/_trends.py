@@ -280,7 +280,10 @@ def branch_test(
         piecewise-linear map per branch shared by all genes, chosen so that,
         among the 300 genes that follow pseudotime most closely, those one
         curve can fit once the branches are aligned are fitted best (genes
-        whose branches differ cannot pull it). A learner
+        whose branches differ cannot pull it). The 300 are chosen among all
+        genes of the matrix, whichever ``genes`` are tested: the warp belongs
+        to the tree, and a gene's p-value does not depend on the other genes
+        tested. A learner
         stretches the branches of a fork differently and unevenly, and genes
         that follow the same curve of the process on both branches then look
         different: with DDRTree's pseudotime 1–57 % of such genes were called
