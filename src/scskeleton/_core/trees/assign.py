@@ -67,6 +67,18 @@ def squared_distances(points: np.ndarray, centers: np.ndarray, point_norms: np.n
     return d2
 
 
+def nearest_other_squared(points: np.ndarray, *, chunk_rows: int = 2048) -> np.ndarray:
+    """Squared distance from each point to its nearest *other* point (0 for a duplicate), in row
+    chunks: at most ``chunk_rows`` × N distances exist at once. The spacing the learners' default
+    bandwidths are read from."""
+    nearest = np.empty(points.shape[0])
+    for start in range(0, points.shape[0], chunk_rows):
+        block = squared_distances(points[start : start + chunk_rows], points)
+        block[np.arange(block.shape[0]), start + np.arange(block.shape[0])] = np.inf
+        nearest[start : start + block.shape[0]] = block.min(axis=1)
+    return nearest
+
+
 def soft_assignment(
     points: np.ndarray,
     centers: np.ndarray,

@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import linalg, sparse
-from scipy.spatial import cKDTree
 
-from .assign import CHUNK_ROWS, kmeans, soft_assignment
+from .assign import CHUNK_ROWS, kmeans, nearest_other_squared, soft_assignment
 from ..embed import principal_directions
 from ..graphs import laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
@@ -215,8 +214,7 @@ def default_sigma(centers: np.ndarray) -> float:
     centers = np.asarray(centers, dtype=float)
     if centers.shape[0] < 2:
         return 1e-3
-    distance, _ = cKDTree(centers).query(centers, k=2)
-    spacing = distance[:, 1] ** 2
+    spacing = nearest_other_squared(centers)
     spacing = spacing[spacing > 0]
     return float(SIGMA_SHARE * np.median(spacing)) if spacing.size else 1e-3
 

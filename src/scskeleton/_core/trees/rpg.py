@@ -31,7 +31,7 @@ from scipy import linalg, sparse
 from scipy.sparse import csgraph
 from threadpoolctl import threadpool_info
 
-from .assign import kmeans, soft_assignment, squared_distances
+from .assign import kmeans, nearest_other_squared, soft_assignment
 from .ddrtree import MAX_COMPONENTS, MIN_NODES, default_n_centers, default_n_components, signal_to_noise
 from ..embed import top_eigenpairs
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
@@ -259,12 +259,7 @@ def default_sigma(nodes: np.ndarray) -> float:
     the centre of the data. The nodes' own variance (between the landmarks;
     the data's within-landmark spread left out) makes the cap conservative.
     """
-    nearest = np.empty(nodes.shape[0])
-    for start in range(0, nodes.shape[0], 2048):
-        block = squared_distances(nodes[start : start + 2048], nodes)
-        block[np.arange(block.shape[0]), start + np.arange(block.shape[0])] = np.inf
-        nearest[start : start + block.shape[0]] = block.min(axis=1)
-    value = float(np.median(nearest))
+    value = float(np.median(nearest_other_squared(nodes)))
     if value <= 0:
         value = float(np.mean(np.sum((nodes - nodes.mean(0)) ** 2, axis=1))) or 1.0
     spread = _largest_variance(nodes)
