@@ -522,3 +522,24 @@ def test_progress_bars_follow_scanpy_verbosity_and_tqdm_disable(monkeypatch, cap
             assert not bar_printed()
     finally:
         sc.settings.verbosity = verbosity
+
+
+@pytest.mark.parametrize("learner", LEARNER_METHODS)
+def test_cells_without_any_spread_are_refused_and_adata_unchanged(learner):
+    """Identical cells leave k-means and every graph nothing but round-off to fit."""
+    adata = anndata.AnnData(np.ones((60, 8)))
+    adata.obsm["X_pca"] = np.full((60, 5), 0.1)
+    before = (set(adata.uns), set(adata.obsm), set(adata.obs))
+    with pytest.raises(ValueError, match="Every cell has the same coordinates"):
+        getattr(sks.tl, learner)(adata)
+    assert (set(adata.uns), set(adata.obsm), set(adata.obs)) == before
+
+
+def test_cells_without_any_spread_are_refused_in_a_chunked_fit():
+    da = pytest.importorskip("dask.array")
+    adata = anndata.AnnData(np.ones((60, 8)))
+    adata.obsm["X_pca"] = da.full((60, 5), 0.1, chunks=(20, -1))
+    for learner in ("ddrtree", "rpg"):
+        with pytest.raises(ValueError, match="Every cell has the same coordinates"):
+            getattr(sks.tl, learner)(adata)
+        assert learner not in adata.uns

@@ -27,6 +27,21 @@ def as_float_matrix(values, name: str = "X") -> np.ndarray:
     return array
 
 
+def check_cells_differ(spread: float, name: str = "X") -> None:
+    """Refuse a representation in which every cell has the same coordinates.
+
+    ``spread`` is any measure that is zero exactly then (the largest range of a
+    column, or the centred data's total sum of squares). A learner handed such
+    data has no structure to fit: the k-means seeding collapses onto one point
+    and the tree, graph or embedding it returns is an artefact of round-off.
+    """
+    if not spread > 0:
+        raise ValueError(
+            f"Every cell has the same coordinates in {name}: there is no structure to fit. "
+            "Check the preprocessing, or pass the representation you meant as use_rep=."
+        )
+
+
 def check_positive(name: str, value, *, role: str = "", allow_zero: bool = False) -> float:
     """Validate a real parameter that must be > 0 (or >= 0)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):

@@ -56,6 +56,7 @@ from .._core.trees.ddrtree import (
 )
 from .._core.trees.gaps import bridging_edges
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
+from .._core.validation import check_cells_differ
 from .blocks import block_sum, from_blocks, judged_rows, lazy_assignment, persist, rechunk_rows, tree_sum
 
 #: Pruning and the gap test see at most this many cells (a uniform sample beyond).
@@ -107,6 +108,8 @@ def ddrtree_chunked(
     mean = column_sum / n_cells
     gram = block_sum(_centred_gram, [data], mean)  # YᵀY of the centred Y
     data_norm2 = float(np.trace(gram))
+    # identical cells leave only the round-off of the chunked mean, (1e-16 · |mean|)² per cell
+    check_cells_differ(data_norm2 - 1e-20 * n_cells * float(mean @ mean), "the data")
     n_components = default_n_components(gram) if settings.n_components is None else settings.n_components
 
     projection = principal_directions(gram, n_components)

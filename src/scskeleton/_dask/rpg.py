@@ -23,7 +23,7 @@ from .._core.trees.rpg import (
     RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, descend, iterate,
 )
 from .._core.trees.skeleton import l1_skeleton, shared_mass
-from .._core.validation import check_positive
+from .._core.validation import check_cells_differ, check_positive
 from .blocks import block_sum, gather_rows, judged_rows, lazy_assignment, rechunk_rows
 from .ddrtree import JUDGED_CELLS, _as_float, _column_sums
 
@@ -66,6 +66,8 @@ def rpg_chunked(
         landmarks = gather_rows(data, None)
     else:
         landmarks = kmeans(data.astype(float), settings.n_nodes, random_state=settings.random_state)
+    # k-means keeps any spread of the cells; identical cells leave only its averages' round-off
+    check_cells_differ(float(np.ptp(landmarks, axis=0).max(initial=0.0) - 1e-10 * np.abs(landmarks).max()), "the data")
     sigma = default_sigma(landmarks) if sigma is None else check_positive(
         "sigma", sigma, role="bandwidth of the soft assignment, eq. 18"
     )

@@ -174,7 +174,7 @@ def convex_embedding(
     key = check_key(key_added, "convex_embedding")
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
     n_cells = data.shape[0]
     n_landmarks = landmark_count(n_landmarks, n_cells, limit=core.MAX_POINTS, default=DEFAULT_CONVEX_LANDMARKS,
                                  name="convex_embedding")

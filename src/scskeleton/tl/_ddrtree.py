@@ -173,7 +173,7 @@ def ddrtree(
     key = check_key(key_added, "ddrtree")
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
     warn_if_scaled(adata, use_rep, "DDRTree")
     warn_if_diffusion_map(adata, use_rep, "DDRTree")
     n_cells = data.shape[0]

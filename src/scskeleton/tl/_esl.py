@@ -166,7 +166,7 @@ def esl(
     key = check_key(key_added, "esl")
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="ESL")
     n_points = data.shape[0] if n_landmarks is None else n_landmarks

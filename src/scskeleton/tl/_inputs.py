@@ -12,7 +12,7 @@ from scanpy import logging as logg
 from scipy import sparse
 
 from .._core.graphs import graph_edges
-from .._core.validation import as_float_matrix, check_integer, looks_scaled
+from .._core.validation import as_float_matrix, check_cells_differ, check_integer, looks_scaled
 from .._dask import is_dask
 
 
@@ -95,7 +95,9 @@ def warn_if_diffusion_map(adata: AnnData, use_rep: str, method: str) -> bool:
     return True
 
 
-def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None, lazy: bool = False):
+def get_representation(
+    adata: AnnData, *, use_rep: str | None, n_pcs: int | None, lazy: bool = False, varying: bool = False
+):
     """The cells × features matrix a tool fits, as finite float64.
 
     ``use_rep`` is ``"X"``, an ``obsm`` key, or ``None`` for ``"X_pca"`` when
@@ -104,6 +106,8 @@ def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None
     dense float64. With ``lazy=True`` (tools with a chunked path) a dask
     array is returned as it is, sliced to ``n_pcs`` columns, never loaded:
     its values are checked and converted chunk by chunk by the fit.
+    ``varying=True`` (the learners) refuses a matrix whose cells all have the
+    same coordinates; a chunked fit checks that in its first pass.
     """
     use_rep = choose_representation(adata, use_rep)
     if use_rep == "X":
@@ -135,7 +139,10 @@ def get_representation(adata: AnnData, *, use_rep: str | None, n_pcs: int | None
     if n_pcs is not None:
         n_pcs = check_integer("n_pcs", n_pcs, low=1, high=values.shape[1], role=f"columns of {where} to use")
         values = values[:, :n_pcs]
-    return as_float_matrix(values, where)
+    values = as_float_matrix(values, where)
+    if varying:
+        check_cells_differ(float(np.ptp(values, axis=0).max(initial=0.0)), where)
+    return values
 
 
 def get_expression(adata: AnnData, *, layer: str | None, use_raw: bool = False, lazy: bool = False):

@@ -276,7 +276,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     key = check_key(key_added, default_key)
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
     warn_if_scaled(adata, use_rep, "RPG")
     warn_if_diffusion_map(adata, use_rep, "RPG")
     n_cells = data.shape[0]

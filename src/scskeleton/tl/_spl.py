@@ -147,7 +147,7 @@ def spl(
     key = check_key(key_added, "spl")
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs)
+    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="SPL")
     edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="SPL")
