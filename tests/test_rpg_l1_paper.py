@@ -77,6 +77,46 @@ def test_circle_is_one_loop(params):
 def test_separate_parts_come_apart(name, n_components, params):
     entry = _fit(name, params)
     assert _components(entry["adjacency"]) == n_components
+    assert _cycles(entry["adjacency"]) == 0  # a cycle around a cluster's own nodes encloses no hole
+
+
+def test_a_noisy_ring_in_30_dimensions_is_one_loop():
+    """A ring of 1,000 cells with noise in 30 dimensions: the loop and nothing else (before the
+    hole test, 5–8 independent cycles across the noise band)."""
+    rng = np.random.default_rng(0)
+    angle = rng.uniform(0, 2 * np.pi, 1000)
+    values = rng.normal(scale=0.8, size=(1000, 30))
+    values[:, 0] += 5 * np.cos(angle)
+    values[:, 1] += 5 * np.sin(angle)
+    values[:, 2] += 1.5 * np.sin(2 * angle)  # a saddle, not a planar ring
+    adata = sc.AnnData(values)
+    adata.obsm["X_pca"] = values
+    sks.tl.rpg_l1(adata)
+    adjacency = adata.uns["rpg_l1"]["adjacency"]
+    basis = nx.cycle_basis(nx.from_scipy_sparse_array(adjacency))
+    assert len(basis) == 1 and len(basis[0]) >= 0.8 * adjacency.shape[0]
+
+
+def test_round_clusters_in_30_dimensions_get_no_cycle():
+    """Gaussian clusters in 30 dimensions: their nodes lie on shells around empty centres, and
+    cycles through them (2–7 per data set before the hole test) are not loops of the data."""
+    adata = sks.datasets.blobs(3000, n_centers=5, n_dims=30, cluster_std=1.0, random_state=0)
+    adata.obsm["X_pca"] = np.asarray(adata.X)
+    sks.tl.rpg_l1(adata)
+    adjacency = adata.uns["rpg_l1"]["adjacency"]
+    assert _components(adjacency) == 5 and _cycles(adjacency) == 0
+
+
+def test_simulated_counts_get_no_cycle_across_their_dense_states():
+    """The ℓ1 graph of a branching tree of counts closed 12 cycles through its densest branch."""
+    adata = sks.datasets.simulate_trajectory(1000, n_fates=2, cycle=True, random_state=0)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
+    sks.tl.rpg_l1(adata)
+    assert _cycles(adata.uns["rpg_l1"]["adjacency"]) == 0
+    assert _cycles(adata.uns["rpg_l1"]["lp_adjacency"]) > 100  # the band the linear program draws
 
 
 @pytest.mark.parametrize("method", ["rpg", "rpg_l1"])

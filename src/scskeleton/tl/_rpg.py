@@ -206,8 +206,11 @@ def rpg_l1(
     about D neighbours), which the paper's figures draw as a curve; the
     ``adjacency`` written is its skeleton — the curves, loops and components
     that band draws (cells must join an edge's two ends; a spanning forest of
-    the LP's edges; LP edges that close a cycle of 8 or more edges, i.e. a
-    ring; components under 1 % of the cells joined to the nearest one). W
+    the LP's edges; LP edges that close a cycle of 8 or more edges around a
+    hole, i.e. a ring with no node near its centre (a cycle across a dense
+    state or a thick band has nodes there; a loop more elongated than about
+    5:3 is drawn as a path); components under 1 % of the cells joined to the
+    nearest one). W
     itself is written as ``lp_adjacency``. See ``docs/methods/rpg.md``.
     {tuning}
     Parameters

@@ -1,0 +1,59 @@
+"""The ℓ1 skeleton's loop rule (``_core/trees/skeleton.py``): a cycle is drawn only around a hole."""
+
+import numpy as np
+
+from scskeleton._core.trees.skeleton import _rooted_forest, _tree_path, encloses_hole
+
+
+def _ring(n, aspect=1.0, dims=2):
+    angle = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    points = np.zeros((n, dims))
+    points[:, 0], points[:, 1] = 5 * np.cos(angle), 5 * aspect * np.sin(angle)
+    return points
+
+
+def test_a_ring_encloses_a_hole_in_any_units_and_dimensions():
+    for dims in (2, 30):
+        ring = _ring(20, dims=dims)
+        cycle = np.arange(20)
+        assert encloses_hole(ring, cycle)
+        assert encloses_hole(1e-3 * ring + 7.0, cycle)
+        assert encloses_hole(_ring(20, aspect=0.8, dims=dims), cycle)
+
+
+def test_a_cycle_through_a_crowd_of_nodes_encloses_none():
+    rng = np.random.default_rng(0)
+    ring = _ring(20)
+    filled = np.vstack([ring, rng.normal(scale=0.5, size=(5, 2))])  # nodes of a dense state inside it
+    assert not encloses_hole(filled, np.arange(20))
+    blob = rng.normal(size=(60, 30))  # a cycle wandering through a ball of nodes
+    assert not encloses_hole(blob, np.arange(12))
+    # two touching turns of a band joined at both ends: a long, thin cycle
+    band = np.vstack([np.c_[np.linspace(0, 10, 20), np.zeros(20)], np.c_[np.linspace(10, 0, 20), np.full(20, 0.8)]])
+    assert not encloses_hole(band, np.arange(40))
+    assert not encloses_hole(np.zeros((10, 3)), np.arange(10))  # coincident nodes
+
+
+def test_the_cycle_an_edge_closes_is_the_forest_path_between_its_ends():
+    # a path 0-1-2-3-4 with a side node 5 on 2
+    neighbours = [[1], [0, 2], [1, 3, 5], [2, 4], [3], [2]]
+    parent, depth = _rooted_forest(neighbours)
+    np.testing.assert_array_equal(_tree_path(parent, depth, 4, 0), [4, 3, 2, 1, 0])
+    np.testing.assert_array_equal(_tree_path(parent, depth, 5, 4), [5, 2, 3, 4])
+    np.testing.assert_array_equal(_tree_path(parent, depth, 3, 3), [3])
+
+
+def test_a_cycle_over_a_shell_of_nodes_in_many_dimensions_encloses_none():
+    """In 30 dimensions the nodes of a round cluster sit on a shell around its empty centre:
+    a cycle through them passes the distance test but is far from any plane."""
+    rng = np.random.default_rng(1)
+    shell = rng.normal(size=(80, 30))
+    shell /= np.linalg.norm(shell, axis=1, keepdims=True)
+    cycle = np.arange(10)
+    centroid = shell[cycle].mean(axis=0)
+    radius = np.linalg.norm(shell[cycle] - centroid, axis=1).mean()
+    assert np.linalg.norm(shell - centroid, axis=1).min() >= 0.75 * radius  # the distance test alone passes
+    assert not encloses_hole(shell, cycle)
+    saddle = _ring(20, dims=30)
+    saddle[:, 2] = 1.5 * np.sin(2 * np.linspace(0, 2 * np.pi, 20, endpoint=False))  # a ring bent out of its plane
+    assert encloses_hole(saddle, np.arange(20))
