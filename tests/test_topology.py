@@ -672,6 +672,19 @@ def test_a_diffusion_map_warns(scanpy_log):
     assert "X_diffmap" not in scanpy_log.getvalue()[len(advised):]
 
 
+def test_a_tree_fitted_on_hundreds_of_genes_warns(scanpy_log):
+    """Each of many genes adds its noise to every distance: both learners point to the PCA."""
+    adata = _preprocessed(600, 2, 0)
+    genes = adata[:, adata.var["highly_variable"]].copy()
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(genes)  # X_pca: no warning
+        getattr(sks.tl, method)(genes, use_rep="X", n_pcs=50)  # a hundred columns or fewer: none either
+    assert "columns of adata.X" not in scanpy_log.getvalue()
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(genes, use_rep="X")
+    assert scanpy_log.getvalue().count(f"reads {genes.n_vars} columns of adata.X") == 2
+
+
 # --- genes scaled before PCA: measured as a known limit, so the user is told -------------
 
 

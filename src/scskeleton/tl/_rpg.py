@@ -10,7 +10,7 @@ from .._core.trees import rpg as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._dask import is_dask
 from ._inputs import (
-    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_scaled,
+    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes, warn_if_scaled,
 )
 from ._progress import solver_run
 from ._results import write_graph
@@ -282,6 +282,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
     warn_if_scaled(adata, use_rep, "RPG")
     warn_if_diffusion_map(adata, use_rep, "RPG")
+    warn_if_genes(use_rep, data.shape[1], "RPG")
     n_cells = data.shape[0]
     default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes
     resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
