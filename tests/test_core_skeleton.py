@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scskeleton._core.trees.skeleton import _rooted_forest, _tree_path, encloses_hole
+from scskeleton._core.trees.skeleton import _shortest_path, encloses_hole
 
 
 def _ring(n, aspect=1.0, dims=2):
@@ -34,13 +34,11 @@ def test_a_cycle_through_a_crowd_of_nodes_encloses_none():
     assert not encloses_hole(np.zeros((10, 3)), np.arange(10))  # coincident nodes
 
 
-def test_the_cycle_an_edge_closes_is_the_forest_path_between_its_ends():
-    # a path 0-1-2-3-4 with a side node 5 on 2
-    neighbours = [[1], [0, 2], [1, 3, 5], [2, 4], [3], [2]]
-    parent, depth = _rooted_forest(neighbours)
-    np.testing.assert_array_equal(_tree_path(parent, depth, 4, 0), [4, 3, 2, 1, 0])
-    np.testing.assert_array_equal(_tree_path(parent, depth, 5, 4), [5, 2, 3, 4])
-    np.testing.assert_array_equal(_tree_path(parent, depth, 3, 3), [3])
+def test_the_cycle_an_edge_closes_runs_the_shortest_way_round():
+    # a ring 0-1-…-6-0 with a tail 6-7: the shortest way from 7 to 2 runs through 0 and 1
+    neighbours = [[1, 6], [0, 2], [1, 3], [2, 4], [3, 5], [4, 6], [5, 0, 7], [6]]
+    np.testing.assert_array_equal(_shortest_path(neighbours, 7, 2), [2, 1, 0, 6, 7])
+    np.testing.assert_array_equal(_shortest_path(neighbours, 3, 3), [3])
 
 
 def test_a_cycle_over_a_shell_of_nodes_in_many_dimensions_encloses_none():

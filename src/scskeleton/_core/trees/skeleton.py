@@ -17,9 +17,9 @@ loop or separate pieces. This module extracts that drawn structure:
 2. a spanning forest of the kept edges: the LP's own edges first, shortest
    first (Kruskal), then other candidate edges where the LP left a component
    in pieces that cells still join;
-3. loops: a supported LP edge whose ends are already joined by at least
-   :data:`MIN_LOOP` forest edges closes a cycle that is not just across the
-   band; it is added when that cycle also runs around a hole, a round, flat
+3. loops: a supported LP edge whose ends are already at least :data:`MIN_LOOP`
+   skeleton edges apart closes a cycle that is not just across the band; it
+   is added when that cycle, the shortest way round, also runs around a hole, a round, flat
    stretch free of nodes (:func:`encloses_hole`), not through a crowd of
    nodes (a dense state, a band folded onto itself) or over the shell of
    nodes a round cluster forms in many dimensions;
@@ -105,13 +105,14 @@ def l1_skeleton(
             add(edge)
     in_forest = np.zeros(heads.size, dtype=bool)
     in_forest[keep] = True
-    parent, depth = _rooted_forest(neighbours)
     for edge in lp_order:
         if in_forest[edge] or forest.find(heads[edge]) != forest.find(tails[edge]):
             continue
-        if _hops_at_least(neighbours, heads[edge], tails[edge], MIN_LOOP) and encloses_hole(
-            centers, _tree_path(parent, depth, heads[edge], tails[edge])
-        ):
+        if not _hops_at_least(neighbours, heads[edge], tails[edge], MIN_LOOP):
+            continue
+        # the cycle the edge closes with the shortest way round: once a ring is closed, a second
+        # edge across the same band finds the short way along it, which encloses no hole
+        if encloses_hole(centers, _shortest_path(neighbours, heads[edge], tails[edge])):
             add(edge)
 
     keep_idx = np.asarray(keep, dtype=np.intp)
@@ -173,34 +174,22 @@ def encloses_hole(centers: np.ndarray, cycle: np.ndarray) -> bool:
     return float(variances[:2].sum()) >= PLANE_SHARE * float(variances.sum())
 
 
-def _rooted_forest(neighbours: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Parent and depth of every node of a forest, each tree rooted at its lowest node."""
-    n_nodes = len(neighbours)
-    parent = np.full(n_nodes, -1, dtype=np.intp)
-    depth = np.full(n_nodes, -1, dtype=np.intp)
-    for root in range(n_nodes):
-        if depth[root] >= 0:
-            continue
-        depth[root] = 0
-        queue = deque([root])
-        while queue:
-            node = queue.popleft()
-            for other in neighbours[node]:
-                if depth[other] < 0:
-                    parent[other], depth[other] = node, depth[node] + 1
-                    queue.append(other)
-    return parent, depth
-
-
-def _tree_path(parent: np.ndarray, depth: np.ndarray, source: int, target: int) -> np.ndarray:
-    """The nodes on the forest path from ``source`` to ``target`` (the same tree)."""
-    up, down = [int(source)], [int(target)]
-    while up[-1] != down[-1]:
-        if depth[up[-1]] >= depth[down[-1]]:
-            up.append(int(parent[up[-1]]))
-        else:
-            down.append(int(parent[down[-1]]))
-    return np.asarray(up + down[-2::-1], dtype=np.intp)
+def _shortest_path(neighbours: list[list[int]], source: int, target: int) -> np.ndarray:
+    """The nodes of a shortest path from ``source`` to ``target`` (breadth first; both ends included)."""
+    previous = {int(source): -1}
+    queue = deque([int(source)])
+    while queue:
+        node = queue.popleft()
+        if node == target:
+            break
+        for other in neighbours[node]:
+            if other not in previous:
+                previous[other] = node
+                queue.append(other)
+    path = [int(target)]
+    while previous[path[-1]] != -1:
+        path.append(previous[path[-1]])
+    return np.asarray(path, dtype=np.intp)
 
 
 def _hops_at_least(neighbours, source, target, hops) -> bool:
