@@ -109,8 +109,14 @@ def test_landmarks_schema_and_round_trip(tmp_path):
     sks.tl.rpg_l1(adata, n_nodes=60, key_added="graph")
     entry = adata.uns["graph"]
     assert entry["method"] == "rpg_l1" and entry["space"] == "X_pca"
-    assert entry["nodes"].shape == (60, 2) and adata.obsm["graph_assignment"].shape == (300, 60)
-    assert entry["params"]["n_nodes"] == 60 and entry["params"]["sigma"] > 0
+    kept = entry["nodes"].shape[0]  # the pruning drops the stubs of each cluster's graph
+    assert kept < 60 and entry["n_pruned"] > 0
+    assert adata.obsm["graph_assignment"].shape == (300, kept) and entry["adjacency"].shape == (kept, kept)
+    assert entry["lp_adjacency"].shape == (kept, kept)
+    np.testing.assert_allclose(np.asarray(adata.obsm["graph_assignment"].sum(axis=1)).ravel(), 1.0)
+    assert entry["params"]["n_nodes"] == 60 and entry["params"]["sigma"] > 0 and entry["params"]["prune"]
+    unpruned = sks.tl.rpg_l1(adata, n_nodes=60, prune=False, copy=True).uns["rpg_l1"]
+    assert unpruned["nodes"].shape == (60, 2) and unpruned["n_pruned"] == 0
     sks.tl.root(adata, "graph", group=("true_component", "0"))
     sks.tl.pseudotime(adata, "graph")
     times = adata.obs["graph_pseudotime"]

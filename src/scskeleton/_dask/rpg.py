@@ -22,7 +22,7 @@ from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .._core.trees.rpg import (
     RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, descend, iterate,
 )
-from .._core.trees.skeleton import l1_skeleton, shared_mass
+from .._core.trees.skeleton import kept_edges, l1_skeleton, prune_skeleton, shared_mass
 from .._core.validation import check_cells_differ, check_positive
 from .blocks import block_sum, gather_rows, judged_rows, lazy_assignment, rechunk_rows
 from .ddrtree import JUDGED_CELLS, _as_float, _column_sums
@@ -88,12 +88,22 @@ def rpg_chunked(
     n_pruned = 0
     lp_adjacency = None
     gap_edges = np.empty((0, 2), dtype=np.intp)
+    candidates = program.edges if program is not None else np.empty((0, 2), dtype=np.intp)
     if program is not None:
         lp_adjacency = adjacency
         mass, shared = block_sum(_shared_mass_block, [data], assigned, sigma, program.edges)
         adjacency = l1_skeleton(
             centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction
         )
+        if prune:
+            keep, adjacency, n_pruned = prune_skeleton(
+                judged_rows(data, JUDGED_CELLS, settings.random_state), centers, adjacency,
+                min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
+            )
+            if n_pruned:
+                centers, landmarks, lp_adjacency = centers[keep], landmarks[keep], lp_adjacency[keep][:, keep]
+                candidates = kept_edges(candidates, keep)
+                assigned = centers
     else:
         judged = judged_rows(data, JUDGED_CELLS, settings.random_state)
         if prune:
@@ -117,7 +127,7 @@ def rpg_chunked(
         n_iter=descent.n_passes,
         converged=descent.converged,
         sigma=sigma,
-        candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
+        candidate_edges=candidates,
         n_pruned=n_pruned,
         gap_edges=gap_edges,
         lp_adjacency=lp_adjacency,

@@ -36,7 +36,7 @@ from .ddrtree import MAX_COMPONENTS, MIN_NODES, default_n_centers, default_n_com
 from ..embed import top_eigenpairs
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
-from .skeleton import l1_skeleton, shared_mass
+from .skeleton import kept_edges, l1_skeleton, prune_skeleton, shared_mass
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from ..validation import as_float_matrix, check_integer, check_positive
 
@@ -366,6 +366,7 @@ def rpg(
 
     n_pruned = 0
     lp_adjacency = None
+    candidates = program.edges if program is not None else np.empty((0, 2), dtype=np.intp)
     if program is not None:
         # the loop's W is the optimum of (19), a band of short edges; report the curves, loops
         # and components that band draws (skeleton.py), and keep W itself alongside
@@ -374,6 +375,15 @@ def rpg(
             centers, adjacency, program.edges, *shared_mass(assignment.matrix, program.edges),
             min_mass=settings.min_branch_fraction,
         )
+        if prune:
+            keep, adjacency, n_pruned = prune_skeleton(
+                data, centers, adjacency,
+                min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
+            )
+            if n_pruned:
+                centers, landmarks, lp_adjacency = centers[keep], landmarks[keep], lp_adjacency[keep][:, keep]
+                candidates = kept_edges(candidates, keep)
+                assignment = soft_assignment(data, centers, sigma)
     if prune and program is None:
         # the tree of the final centers (the loop's W belongs to the centers before the last update)
         adjacency = minimum_spanning_tree(centers)
@@ -393,7 +403,7 @@ def rpg(
         n_iter=descent.n_passes,
         converged=descent.converged,
         sigma=sigma,
-        candidate_edges=program.edges if program is not None else np.empty((0, 2), dtype=np.intp),
+        candidate_edges=candidates,
         n_pruned=n_pruned,
         gap_edges=bridging_edges(data, centers, adjacency) if program is None else np.empty((0, 2), dtype=np.intp),
         lp_adjacency=lp_adjacency,

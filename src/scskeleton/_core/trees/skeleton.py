@@ -38,6 +38,7 @@ from scipy.sparse import csgraph
 
 from ..graphs import from_edges
 from .assign import squared_distances
+from .pruning import prune_tree
 
 #: An edge is supported when its ends share at least this fraction of the smaller end's cells.
 MIN_SHARED = 1e-4
@@ -124,6 +125,38 @@ def l1_skeleton(
         edges = np.vstack([edges, extra])
         edge_weight = np.concatenate([edge_weight, np.full(extra.shape[0], fill)])
     return from_edges(edges, edge_weight, n_nodes)
+
+
+def prune_skeleton(points: np.ndarray, centers: np.ndarray, skeleton: sparse.spmatrix, *, min_extension: float,
+                   min_mass: float) -> tuple[np.ndarray, sparse.csr_matrix, int]:
+    """Remove the skeleton's spurious terminal branches, as the principal tree's pruning does.
+
+    Where the program's band is thick, the spanning forest leaves nodes of the band's
+    far side hanging off the curve as hairs of one to three nodes (a ring of
+    cell-cycle counts: 24–29 of them on 123 nodes). They are terminal branches that
+    do not stand out of the tube of noise around the rest of the graph, which is what
+    :func:`~scskeleton._core.trees.pruning.prune_tree` measures; cycles and
+    components are left as they are (a cycle has no terminal branch). Returns the
+    kept nodes (mask), the skeleton on them (each edge with its weight; an edge the
+    merging of two close forks created gets the median weight) and the number of
+    branches removed.
+    """
+    pruned = prune_tree(points, centers, skeleton, min_extension=min_extension, min_mass=min_mass)
+    keep = pruned.keep
+    if not pruned.removed_branches:
+        return keep, sparse.csr_matrix(skeleton), 0
+    weights = sparse.csr_matrix(skeleton)[keep][:, keep]
+    pattern = sparse.csr_matrix(pruned.adjacency)
+    kept = weights.multiply(pattern != 0).tocsr()
+    created = (pattern != 0).astype(float) - (kept != 0).astype(float)
+    fill = float(np.median(weights.data)) if weights.nnz else 1.0
+    return keep, (kept + fill * created.multiply(created > 0)).tocsr(), int(pruned.removed_branches)
+
+
+def kept_edges(edges: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The E × 2 ``edges`` between kept nodes, renumbered over the kept nodes."""
+    index = np.cumsum(keep) - 1
+    return index[edges[keep[edges].all(axis=1)]].astype(np.intp)
 
 
 def shared_mass(assignment, candidates: np.ndarray, chunk_rows: int = 2048) -> tuple[np.ndarray, np.ndarray]:
