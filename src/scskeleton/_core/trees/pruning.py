@@ -238,6 +238,9 @@ def prune_tree(
             counts[hub] += counts[node]
             labels[labels == node] = hub
         removed += len(outliers)
+    # each branch's e(β) with the nodes it read: removing a branch changes the scores of the
+    # branches near it only, so the others are kept (hundreds of stubs on a thick ℓ1 skeleton)
+    known: dict[tuple, tuple[float, set]] = {}
     while True:
         branches = _terminal_branches(neighbours)
         if not branches:
@@ -246,8 +249,10 @@ def prune_tree(
         scores = []
         for leaf, branch, hub in branches:
             mass = sum(members[k].size for k in branch) / n_points
-            extension = _extension(points, nodes, neighbours, members, branch, hub, max_cells, noise)
-            scores.append((leaf, branch, hub, extension, mass))
+            key = (hub, tuple(branch))
+            if key not in known:
+                known[key] = _extension(points, nodes, neighbours, members, branch, hub, max_cells, noise)
+            scores.append((leaf, branch, hub, known[key][0], mass))
         weak = [
             s for s in scores
             if (s[4] < min_mass or (s[3] < min_extension and (s[4] < MAX_PRUNED_MASS or s[3] < MIN_PROTECTED_EXTENSION)))
@@ -263,9 +268,12 @@ def prune_tree(
             neighbours[node].clear()
             keep[node] = False
         moved = np.flatnonzero(np.isin(labels, branch))
+        touched = {*branch, hub}
         if moved.size:
             kept_nodes = np.flatnonzero(keep)
             labels[moved] = kept_nodes[nearest_nodes(points[moved], nodes[kept_nodes])]
+            touched.update(np.unique(labels[moved]).tolist())
+        known = {key: value for key, value in known.items() if not value[1] & touched}
         removed += 1
     removed += _merge_close_forks(points, nodes, neighbours, keep, labels, max_cells, noise)
 
@@ -393,27 +401,29 @@ def _spread(indices: np.ndarray, limit: int) -> np.ndarray:
     return np.sort(indices)[np.linspace(0, indices.size - 1, limit).astype(np.intp)]
 
 
-def _extension(points, nodes, neighbours, members, branch, hub, max_cells, noise: TreeNoise) -> float:
-    """e(β) of one terminal branch (module docstring)."""
+def _extension(points, nodes, neighbours, members, branch, hub, max_cells, noise: TreeNoise) -> tuple[float, set]:
+    """e(β) of one terminal branch (module docstring), and the nodes whose cells or edges it read:
+    the branch, its tube and the tube's neighbours (the score holds while none of them changes)."""
     branch_set = set(branch)
     local, edges = _tube(neighbours, members, [hub], excluded=branch_set)
+    read = branch_set | local | {other for node in local for other in neighbours[node]}
     branch_cells = _spread(np.concatenate([members[k] for k in branch]), max_cells)
     tube_cells = _spread(np.concatenate([members[k] for k in local]), max_cells)
     if branch_cells.size == 0 or tube_cells.size == 0 or edges.size == 0:
-        return 0.0
+        return 0.0, read
     # the direction in which the branch leaves its attachment
     direction = nodes[branch[0]] - nodes[hub]
     norm = np.linalg.norm(direction)
     if norm <= 0:
-        return 0.0
+        return 0.0, read
     direction /= norm
     out = np.quantile(_residual_to_edges(points[branch_cells], nodes, edges) @ direction, OUT_QUANTILE)
     tube = _width_along(points[tube_cells], nodes, edges, direction)
     if tube is not None:
         tube = max(tube, noise.width_along(direction))
     if tube is None or tube <= 0:
-        return np.inf if out > 0 else 0.0
-    return float(out / tube)
+        return (np.inf if out > 0 else 0.0), read
+    return float(out / tube), read
 
 
 def _tube(neighbours, members, starts, *, excluded: set, skip_edges=frozenset()) -> tuple[set, np.ndarray]:
