@@ -10,7 +10,8 @@ from .._core.trees import rpg as core
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._dask import is_dask
 from ._inputs import (
-    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes, warn_if_scaled,
+    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes,
+    warn_if_scaled,
 )
 from ._progress import solver_run
 from ._results import write_graph
