@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scskeleton._core.trees.skeleton import _shortest_path, encloses_hole
+from scskeleton._core.trees.skeleton import _shortest_path, adjacent_cells, encloses_hole
 
 
 def _ring(n, aspect=1.0, dims=2):
@@ -55,3 +55,12 @@ def test_a_cycle_over_a_shell_of_nodes_in_many_dimensions_encloses_none():
     saddle = _ring(20, dims=30)
     saddle[:, 2] = 1.5 * np.sin(2 * np.linspace(0, 2 * np.pi, 20, endpoint=False))  # a ring bent out of its plane
     assert encloses_hole(saddle, np.arange(20))
+
+
+def test_adjacent_cells_counts_the_cells_whose_two_nearest_nodes_an_edge_joins():
+    nodes = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [10.0, 0.0]])
+    cells = np.array([[0.4, 0.1], [0.6, -0.1], [1.4, 0.0], [9.0, 0.0], [0.5, 0.0]])
+    candidates = np.array([[0, 1], [1, 2], [2, 3], [0, 3]])
+    # cells 0, 1, 4 lie between nodes 0 and 1, cell 2 between 1 and 2, cell 3 between 3 and 2
+    np.testing.assert_array_equal(adjacent_cells(cells, nodes, candidates, chunk_rows=2), [3, 1, 1, 0])
+    assert adjacent_cells(cells, nodes, np.empty((0, 2), dtype=np.intp)).size == 0

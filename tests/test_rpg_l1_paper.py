@@ -97,6 +97,34 @@ def test_a_noisy_ring_in_30_dimensions_is_one_loop():
     assert len(basis) == 1 and len(basis[0]) >= 0.8 * adjacency.shape[0]
 
 
+def _noisy_arc(degrees, seed, noise=0.3, dims=30, n_cells=1000):
+    rng = np.random.default_rng(seed)
+    angle = rng.uniform(0, np.deg2rad(degrees), n_cells)
+    values = rng.normal(scale=noise, size=(n_cells, dims))
+    values[:, 0] += 5 * np.cos(angle)
+    values[:, 1] += 5 * np.sin(angle)
+    if dims > 2:
+        values[:, 2] += 1.5 * np.sin(2 * angle)  # bent out of its plane, as a saddle
+    adata = sc.AnnData(values)
+    adata.obsm["X_pca"] = values
+    return adata
+
+
+def test_a_thin_ring_closes_where_cells_join_its_ends_and_an_arc_stays_open():
+    """A thin ring whose nodes leave a wider gap somewhere: the program drew no edge across it, but
+    cells lie there with the gap's two end nodes as their two nearest (competitive Hebbian
+    support), so the ring is closed. An arc of 340° has no cell in its gap and stays a path."""
+    ring = _noisy_arc(360, seed=1)
+    sks.tl.rpg_l1(ring)
+    adjacency = ring.uns["rpg_l1"]["adjacency"]
+    basis = nx.cycle_basis(nx.from_scipy_sparse_array(adjacency))
+    assert len(basis) == 1 and len(basis[0]) >= 0.8 * adjacency.shape[0]
+    for seed in range(3):
+        arc = _noisy_arc(340, seed=seed, noise=0.05, dims=2, n_cells=100)
+        sks.tl.rpg_l1(arc)
+        assert _cycles(arc.uns["rpg_l1"]["adjacency"]) == 0
+
+
 def test_round_clusters_in_30_dimensions_get_no_cycle():
     """Gaussian clusters in 30 dimensions: their nodes lie on shells around empty centres, and
     cycles through them (2–7 per data set before the hole test) are not loops of the data."""

@@ -22,7 +22,11 @@ loop or separate pieces. This module extracts that drawn structure:
    is added when that cycle, the shortest way round, also runs around a hole, a round, flat
    stretch free of nodes (:func:`encloses_hole`), not through a crowd of
    nodes (a dense state, a band folded onto itself) or over the shell of
-   nodes a round cluster forms in many dimensions;
+   nodes a round cluster forms in many dimensions. Then a candidate edge the
+   LP left out closes a ring in the same way where cells join its ends (at
+   least :data:`MIN_ADJACENT` cells have them as their two nearest nodes,
+   competitive Hebbian learning's rule; :func:`adjacent_cells`): a thin ring
+   whose nodes leave one wider gap, across which the LP drew no edge;
 4. components holding less than ``min_mass`` of the cells (a few stray
    points between clusters) are joined to the nearest other component, as
    the principal tree's pruning ignores branches below that mass.
@@ -49,6 +53,8 @@ MIN_LOOP = 8
 HOLE_SHARE = 0.75
 #: ... and the cycle's nodes hold at least this share of their variance in one plane.
 PLANE_SHARE = 2 / 3
+#: A candidate edge the program left out closes a ring when this many cells have its ends as their two nearest nodes.
+MIN_ADJACENT = 2
 
 
 def l1_skeleton(
@@ -59,6 +65,7 @@ def l1_skeleton(
     shared: np.ndarray,
     *,
     min_mass: float,
+    adjacent: np.ndarray | None = None,
 ) -> sparse.csr_matrix:
     """Curves, loops and components of the ℓ1 graph ``weights`` (module docstring).
 
@@ -76,6 +83,9 @@ def l1_skeleton(
     min_mass
         Components holding less than this fraction of the cells are joined to the nearest
         other component.
+    adjacent
+        :func:`adjacent_cells` for ``candidates``: the cells whose two nearest nodes each
+        edge joins (``None``: no ring is closed by an edge the LP left out).
 
     Returns
     -------
@@ -115,6 +125,15 @@ def l1_skeleton(
         # edge across the same band finds the short way along it, which encloses no hole
         if encloses_hole(centers, _shortest_path(neighbours, heads[edge], tails[edge])):
             add(edge)
+    if adjacent is not None:
+        closing = np.flatnonzero(adjacent >= MIN_ADJACENT)
+        for edge in closing[np.argsort(length[closing], kind="stable")]:
+            if forest.find(heads[edge]) != forest.find(tails[edge]) or tails[edge] in neighbours[heads[edge]]:
+                continue
+            if not _hops_at_least(neighbours, heads[edge], tails[edge], MIN_LOOP):
+                continue
+            if encloses_hole(centers, _shortest_path(neighbours, heads[edge], tails[edge])):
+                add(edge)
 
     keep_idx = np.asarray(keep, dtype=np.intp)
     fill = float(np.median(lp_weight[chosen])) if chosen.any() else 1.0
@@ -157,6 +176,30 @@ def kept_edges(edges: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """The E × 2 ``edges`` between kept nodes, renumbered over the kept nodes."""
     index = np.cumsum(keep) - 1
     return index[edges[keep[edges].all(axis=1)]].astype(np.intp)
+
+
+def adjacent_cells(points: np.ndarray, centers: np.ndarray, candidates: np.ndarray,
+                   chunk_rows: int = 2048) -> np.ndarray:
+    """For every candidate edge (a, b), the cells whose two nearest nodes are a and b.
+
+    Competitive Hebbian learning's rule for the edges of a topology-representing
+    network: such cells lie between a and b, with no node nearer. Counts are additive
+    over the cells, so a chunked fit adds them over its blocks.
+    """
+    n_nodes = centers.shape[0]
+    counts = np.zeros(candidates.shape[0], dtype=np.int64)
+    if n_nodes < 2 or not candidates.size:
+        return counts
+    keys = candidates[:, 0].astype(np.int64) * n_nodes + candidates[:, 1]
+    order = np.argsort(keys)
+    for start in range(0, points.shape[0], chunk_rows):
+        d2 = squared_distances(points[start : start + chunk_rows], centers)
+        two = np.sort(np.argpartition(d2, 1, axis=1)[:, :2], axis=1).astype(np.int64)
+        found = np.searchsorted(keys, two[:, 0] * n_nodes + two[:, 1], sorter=order)
+        found = np.minimum(found, keys.size - 1)
+        hit = keys[order[found]] == two[:, 0] * n_nodes + two[:, 1]
+        counts += np.bincount(order[found[hit]], minlength=candidates.shape[0])
+    return counts
 
 
 def shared_mass(assignment, candidates: np.ndarray, chunk_rows: int = 2048) -> tuple[np.ndarray, np.ndarray]:
