@@ -223,6 +223,7 @@ def test_bad_key_type_is_refused(fitted):
 DATASETS = {
     "blobs": dict(n_cells=30), "branching": dict(n_cells=40, n_dims=5),
     "branching_expression": dict(n_cells=40, n_genes=20, n_branch_genes=4, n_trend_genes=4),
+    "cell_cycle": dict(n_cells=30, n_genes=20, n_cycling=5),
     "circle": dict(n_cells=20), "distorted_s": dict(n_cells=20),
     "dla_tree": dict(n_cells=60, n_dims=5, n_branches=2, branch_length=20),
     "line_and_circle": dict(n_line=10, n_circle=10), "moons": dict(n_cells=20),

@@ -207,3 +207,44 @@ def test_dla_tree_branches_are_resolved():
 def test_dla_tree_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sks.datasets.dla_tree(**{"n_cells": 100, **kwargs})
+
+
+def test_cell_cycle_ground_truth(tmp_path):
+    adata = sks.datasets.cell_cycle(400, n_genes=300, n_cycling=60, random_state=2)
+    assert adata.shape == (400, 300) and adata.X.dtype == np.float32
+    assert np.all(adata.X >= 0) and np.array_equal(adata.X, np.round(adata.X))  # counts
+    phase = adata.obs["true_phase"].to_numpy()
+    assert np.all((phase >= 0) & (phase < 2 * np.pi))
+    assert adata.var["true_cycling"].sum() == 60 and adata.var["true_peak_phase"].isna().sum() == 240
+    again = sks.datasets.cell_cycle(400, n_genes=300, n_cycling=60, random_state=2)
+    np.testing.assert_array_equal(adata.X, again.X)
+    assert not np.array_equal(adata.X, sks.datasets.cell_cycle(400, n_genes=300, n_cycling=60, random_state=3).X)
+    skewed = sks.datasets.cell_cycle(2000, n_genes=20, n_cycling=10, phase_skew=2.0, random_state=0)
+    assert np.mean(skewed.obs["true_phase"] > np.pi) > 0.7  # Beta(2, 1): crowded towards the end
+    adata.write_h5ad(tmp_path / "cycle.h5ad")
+    back = anndata.read_h5ad(tmp_path / "cycle.h5ad")
+    np.testing.assert_array_equal(back.obs["true_phase"], phase)
+    assert back.uns["cell_cycle"]["random_state"] == 2
+
+
+def test_cell_cycle_is_a_ring_on_the_principal_components():
+    """The phase goes round the first two principal components of the log-normalised counts."""
+    adata = sks.datasets.cell_cycle(1000, random_state=0)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.pca(adata, n_comps=10)
+    angle = np.arctan2(adata.obsm["X_pca"][:, 1], adata.obsm["X_pca"][:, 0])
+    # circular correlation between the angle on PCs 1–2 and the true phase (up to rotation and direction)
+    turn = np.exp(1j * (angle - adata.obs["true_phase"].to_numpy()))
+    back = np.exp(1j * (angle + adata.obs["true_phase"].to_numpy()))
+    assert max(abs(turn.mean()), abs(back.mean())) > 0.9
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"n_cells": 5}, "n_cells"), ({"n_cycling": 0}, "n_cycling"), ({"n_cycling": 2000}, "n_cycling"),
+     ({"amplitude": 0.0}, "amplitude"), ({"phase_skew": -1.0}, "phase_skew"), ({"dispersion": np.inf}, "dispersion")],
+)
+def test_cell_cycle_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sks.datasets.cell_cycle(**kwargs)

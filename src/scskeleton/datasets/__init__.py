@@ -9,6 +9,7 @@ parameters in ``uns`` store the integer seed used, which survives
 
 from ._branching import branching
 from ._bundled import krumsiek11, toggleswitch
+from ._cell_cycle import cell_cycle
 from ._dla import dla_tree
 from ._expression import branching_expression
 from ._manifolds import sine_surface, swiss_roll
@@ -20,6 +21,7 @@ __all__ = [
     "blobs",
     "branching",
     "branching_expression",
+    "cell_cycle",
     "circle",
     "distorted_s",
     "dla_tree",
