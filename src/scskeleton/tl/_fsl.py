@@ -9,7 +9,7 @@ from scanpy import logging as logg
 from .._core.cellgraphs import fsl as core
 from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph, medoid_landmarks
 from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from .._core.validation import check_cells_differ, check_integer
+from .._core.validation import check_integer
 from .._schema import latent_key
 from ._inputs import check_key, check_random_state, get_features
 from ._landmarks import landmark_count, landmark_docs, landmark_summary, write_landmark_graph
@@ -140,7 +140,6 @@ def fsl(
     key = check_key(key_added, "fsl")
     random_state = check_random_state(random_state)
     data = get_features(adata, layer=layer)
-    check_cells_differ(float(np.ptp(data, axis=0).max(initial=0.0)), "the expression matrix")
     n_cells, n_genes = data.shape
     n_features = min(50, n_genes) if n_features is None else n_features
     n_features = check_integer("n_features", n_features, low=1, high=n_genes, role="genes to flag as selected")

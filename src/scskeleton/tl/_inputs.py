@@ -277,11 +277,14 @@ def gene_columns(adata: AnnData, genes, *, gene_symbols: str | None = None) -> n
 
 
 def get_features(adata: AnnData, *, layer: str | None) -> np.ndarray:
-    """:func:`get_expression` as dense, finite float64, for tools that weight the genes themselves."""
+    """:func:`get_expression` as dense, finite float64, for tools that weight the genes themselves
+    (whose cells must differ, as for the learners' representation)."""
     values, where = get_expression(adata, layer=layer)
     if sparse.issparse(values):
         values = values.toarray()
-    return as_float_matrix(np.asarray(values), where)
+    values = as_float_matrix(np.asarray(values), where)
+    check_cells_differ(float(np.ptp(values, axis=0).max(initial=0.0)), where)
+    return values
 
 
 #: Seeds drawn for ``random_state=None`` or from a Generator lie in [0, SEED_LIMIT): storable (int64) and

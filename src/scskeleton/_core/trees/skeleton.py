@@ -114,26 +114,23 @@ def l1_skeleton(
     for edge in np.concatenate([lp_order, repair_order]):
         if forest.union(heads[edge], tails[edge]):
             add(edge)
-    in_forest = np.zeros(heads.size, dtype=bool)
-    in_forest[keep] = True
-    for edge in lp_order:
-        if in_forest[edge] or forest.find(heads[edge]) != forest.find(tails[edge]):
-            continue
-        if not _hops_at_least(neighbours, heads[edge], tails[edge], MIN_LOOP):
-            continue
-        # the cycle the edge closes with the shortest way round: once a ring is closed, a second
-        # edge across the same band finds the short way along it, which encloses no hole
-        if encloses_hole(centers, _shortest_path(neighbours, heads[edge], tails[edge])):
-            add(edge)
+
+    def close_rings(order: np.ndarray) -> None:
+        for edge in order:
+            head, tail = heads[edge], tails[edge]
+            if forest.find(head) != forest.find(tail) or tail in neighbours[head]:
+                continue
+            # the cycle the edge closes with the shortest way round: once a ring is closed, a second
+            # edge across the same band finds the short way along it, which encloses no hole
+            if _hops_at_least(neighbours, head, tail, MIN_LOOP) and encloses_hole(
+                centers, _shortest_path(neighbours, head, tail)
+            ):
+                add(edge)
+
+    close_rings(lp_order)
     if adjacent is not None:
         closing = np.flatnonzero(adjacent >= MIN_ADJACENT)
-        for edge in closing[np.argsort(length[closing], kind="stable")]:
-            if forest.find(heads[edge]) != forest.find(tails[edge]) or tails[edge] in neighbours[heads[edge]]:
-                continue
-            if not _hops_at_least(neighbours, heads[edge], tails[edge], MIN_LOOP):
-                continue
-            if encloses_hole(centers, _shortest_path(neighbours, heads[edge], tails[edge])):
-                add(edge)
+        close_rings(closing[np.argsort(length[closing], kind="stable")])
 
     keep_idx = np.asarray(keep, dtype=np.intp)
     fill = float(np.median(lp_weight[chosen])) if chosen.any() else 1.0
