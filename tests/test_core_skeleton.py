@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from scskeleton._core.trees.skeleton import _shortest_path, adjacent_cells, encloses_hole
+from scskeleton._core.trees.skeleton import _shortest_path, adjacent_cells, encloses_hole, gap_explained, gap_profiles
 
 
 def _ring(n, aspect=1.0, dims=2):
@@ -64,3 +64,30 @@ def test_adjacent_cells_counts_the_cells_whose_two_nearest_nodes_an_edge_joins()
     # cells 0, 1, 4 lie between nodes 0 and 1, cell 2 between 1 and 2, cell 3 between 3 and 2
     np.testing.assert_array_equal(adjacent_cells(cells, nodes, candidates, chunk_rows=2), [3, 1, 1, 0])
     assert adjacent_cells(cells, nodes, np.empty((0, 2), dtype=np.intp)).size == 0
+
+
+def test_gap_profiles_place_the_cells_of_an_edges_ends_along_it():
+    nodes = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 9.0]])
+    # along (0, 1): t = 0 (clipped from behind), 0.125, 0.75, 1, each cell with both ends as its two
+    # nearest nodes and counted for each; cell 4 (nearest node 2, then node 0) at t = 0
+    cells = np.array([[-1.0, 0.0], [0.5, 0.3], [3.0, -0.2], [4.0, 0.0], [0.0, 8.0]])
+    candidates = np.array([[0, 1], [1, 2]])
+    profiles = gap_profiles(cells, nodes, candidates, n_bins=4, chunk_rows=2)
+    np.testing.assert_array_equal(profiles[0], [5, 0, 0, 4])
+    # along (1, 2): cells 0–3 (node 1 among their two nearest) near t = 0, cell 4 (node 2) near t = 1
+    np.testing.assert_array_equal(profiles[1], [4, 0, 0, 1])
+    np.testing.assert_array_equal(profiles, gap_profiles(cells, nodes, candidates, n_bins=4))
+
+
+def test_gap_explained_reads_the_gap_against_the_sampling_of_the_ring():
+    ring = 2 * np.pi
+    # 100 cells: a 20° gap is left by chance (28 % of full rings have a wider one), 60° is not
+    assert gap_explained(np.deg2rad(20), ring, 100)
+    assert not gap_explained(np.deg2rad(60), ring, 100)
+    # 300 cells leave no 20° gap by chance
+    assert not gap_explained(np.deg2rad(20), ring, 300)
+    # free of units
+    for scale in (1e-3, 1e3):
+        assert gap_explained(scale * np.deg2rad(20), scale * ring, 100)
+        assert not gap_explained(scale * np.deg2rad(60), scale * ring, 100)
+    assert not gap_explained(1.0, 0.0, 100) and not gap_explained(ring, ring, 100)

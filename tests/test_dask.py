@@ -161,6 +161,20 @@ def test_chunked_principal_graph_equals_in_memory(graph):
     assert (lazy.obs[f"{key}_segment"] == adata.obs[f"{key}_segment"]).all()
 
 
+@pytest.mark.parametrize("name", ["circle", "distorted_s"])
+def test_chunked_l1_graph_reads_sampling_gaps_as_in_memory(name):
+    """The rings and curves that are closed or joined across a gap sampling explains (the cells'
+    profiles along the candidate edges are summed over blocks)."""
+    adata = getattr(sks.datasets, name)(100, random_state=1)
+    lazy = adata.copy()
+    lazy.obsm["X_pca"] = da.from_array(np.asarray(adata.obsm["X_pca"]), chunks=(30, -1))
+    for each in (adata, lazy):
+        sks.tl.rpg_l1(each)
+    chunked, in_memory = lazy.uns["rpg_l1"]["adjacency"], adata.uns["rpg_l1"]["adjacency"]
+    assert ((chunked != 0) != (in_memory != 0)).nnz == 0
+    assert in_memory.nnz // 2 - in_memory.shape[0] + 1 == (1 if name == "circle" else 0)
+
+
 def test_cli_fits_a_zarr_store_and_a_chunked_h5ad_like_the_in_memory_fit(tmp_path):
     from scskeleton.cli import main
 

@@ -22,7 +22,7 @@ from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .._core.trees.rpg import (
     RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, descend, iterate,
 )
-from .._core.trees.skeleton import adjacent_cells, kept_edges, l1_skeleton, prune_skeleton, shared_mass
+from .._core.trees.skeleton import adjacent_cells, gap_profiles, kept_edges, l1_skeleton, prune_skeleton, shared_mass
 from .._core.validation import check_cells_differ, check_positive
 from .blocks import block_sum, gather_rows, judged_rows, lazy_assignment, rechunk_rows
 from .ddrtree import JUDGED_CELLS, _as_float, _column_sums
@@ -93,8 +93,10 @@ def rpg_chunked(
         lp_adjacency = adjacency
         mass, shared = block_sum(_shared_mass_block, [data], assigned, sigma, program.edges)
         adjacent = block_sum(_adjacent_block, [data], centers, program.edges)
+        profiles = block_sum(_gap_profile_block, [data], centers, program.edges)
         adjacency = l1_skeleton(
-            centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction, adjacent=adjacent
+            centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction,
+            adjacent=adjacent, profiles=profiles,
         )
         if prune:
             keep, adjacency, n_pruned = prune_skeleton(
@@ -147,6 +149,10 @@ def _assignment_block(block, centers: np.ndarray, sigma: float):
 
 def _adjacent_block(block, centers: np.ndarray, candidates: np.ndarray):
     return adjacent_cells(_as_float(block), centers, candidates)
+
+
+def _gap_profile_block(block, centers: np.ndarray, candidates: np.ndarray):
+    return gap_profiles(_as_float(block), centers, candidates)
 
 
 def _shared_mass_block(block, centers: np.ndarray, sigma: float, candidates: np.ndarray):

@@ -213,8 +213,10 @@ def rpg_l1(
     the LP's edges; LP edges that close a cycle of 8 or more edges around a
     hole, i.e. a ring with no node near its centre (a cycle across a dense
     state or a thick band has nodes there; a loop more elongated than about
-    5:3 is drawn as a path); components under 1 % of the cells joined to the
-    nearest one). W
+    5:3 is drawn as a path); across a stretch that no cell covers, pieces of a
+    curve joined and a ring closed only where that stretch is no longer than
+    uniform sampling of the cells leaves; components under 1 % of the cells
+    joined to the nearest one). W
     itself is written as ``lp_adjacency``. See ``docs/methods/rpg.md``.
     {tuning}
     Parameters

@@ -36,7 +36,7 @@ from .ddrtree import MAX_COMPONENTS, MIN_NODES, default_n_centers, default_n_com
 from ..embed import top_eigenpairs
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
 from .gaps import bridging_edges
-from .skeleton import adjacent_cells, kept_edges, l1_skeleton, prune_skeleton, shared_mass
+from .skeleton import adjacent_cells, gap_profiles, kept_edges, l1_skeleton, prune_skeleton, shared_mass
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from ..validation import as_float_matrix, check_integer, check_positive
 
@@ -374,6 +374,7 @@ def rpg(
         adjacency = l1_skeleton(
             centers, adjacency, program.edges, *shared_mass(assignment.matrix, program.edges),
             min_mass=settings.min_branch_fraction, adjacent=adjacent_cells(data, centers, program.edges),
+            profiles=gap_profiles(data, centers, program.edges),
         )
         if prune:
             keep, adjacency, n_pruned = prune_skeleton(
