@@ -2,7 +2,14 @@
 
 import numpy as np
 
-from scskeleton._core.trees.skeleton import _shortest_path, adjacent_cells, encloses_hole, gap_explained, gap_profiles
+from scskeleton._core.trees.skeleton import (
+    _shortest_path,
+    adjacent_cells,
+    encloses_hole,
+    gap_explained,
+    gap_profiles,
+    hole_in_cells,
+)
 
 
 def _ring(n, aspect=1.0, dims=2):
@@ -91,3 +98,22 @@ def test_gap_explained_reads_the_gap_against_the_sampling_of_the_ring():
         assert gap_explained(scale * np.deg2rad(20), scale * ring, 100)
         assert not gap_explained(scale * np.deg2rad(60), scale * ring, 100)
     assert not gap_explained(1.0, 0.0, 100) and not gap_explained(ring, ring, 100)
+
+
+def test_hole_in_cells_needs_an_empty_middle_and_a_loop_wider_than_its_cells_spread():
+    rng = np.random.default_rng(0)
+    ring = _ring(40)
+    angle = rng.uniform(0, 2 * np.pi, 2000)
+    around_ring = np.column_stack([5 * np.cos(angle), 5 * np.sin(angle)]) + rng.normal(scale=0.5, size=(2000, 2))
+    squared = np.full(2000, 0.5)
+    assert hole_in_cells(ring, around_ring, squared)
+    # a disc of cells: a tenth of them within half the radius of the centre
+    disc = rng.uniform(-5, 5, size=(4000, 2))
+    disc = disc[np.sum(disc**2, axis=1) < 30]
+    assert not hole_in_cells(ring, disc, np.full(disc.shape[0], 0.5))
+    # a knot of nodes far smaller than its cells' spread about them
+    assert not hole_in_cells(ring * 1e-3, around_ring * 1e-3, np.full(2000, 1.0))
+    # the same ring in other units
+    assert hole_in_cells(ring * 1e3, around_ring * 1e3, squared * 1e6)
+    # nodes that no cell is nearest to
+    assert not hole_in_cells(ring, np.empty((0, 2)), np.empty(0))

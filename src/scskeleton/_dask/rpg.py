@@ -94,13 +94,14 @@ def rpg_chunked(
         mass, shared = block_sum(_shared_mass_block, [data], assigned, sigma, program.edges)
         adjacent = block_sum(_adjacent_block, [data], centers, program.edges)
         profiles = block_sum(_gap_profile_block, [data], centers, program.edges)
+        judged = judged_rows(data, JUDGED_CELLS, settings.random_state)
         adjacency = l1_skeleton(
             centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction,
-            adjacent=adjacent, profiles=profiles,
+            adjacent=adjacent, profiles=profiles, points=judged,
         )
         if prune:
             keep, adjacency, n_pruned = prune_skeleton(
-                judged_rows(data, JUDGED_CELLS, settings.random_state), centers, adjacency,
+                judged, centers, adjacency,
                 min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
             )
             if n_pruned:

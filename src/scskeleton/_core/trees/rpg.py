@@ -374,7 +374,7 @@ def rpg(
         adjacency = l1_skeleton(
             centers, adjacency, program.edges, *shared_mass(assignment.matrix, program.edges),
             min_mass=settings.min_branch_fraction, adjacent=adjacent_cells(data, centers, program.edges),
-            profiles=gap_profiles(data, centers, program.edges),
+            profiles=gap_profiles(data, centers, program.edges), points=data,
         )
         if prune:
             keep, adjacency, n_pruned = prune_skeleton(
