@@ -113,3 +113,33 @@ def test_path_and_cells_on_it():
     disconnected = _graph([(0, 1)], 3)
     with pytest.raises(ValueError, match="different connected components"):
         tr.node_path(disconnected, np.zeros((3, 2)) + np.arange(3)[:, None], 0, 2)
+
+
+# A unit square loop 0-1-2-3 with a hair 4 hanging off node 2 and a tail 5-6 leading to node 0.
+SQUARE_NODES = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [1.5, 1.5], [-1.0, -1.0], [-2.0, -2.0]])
+SQUARE_GRAPH = _graph([(0, 1), (1, 2), (2, 3), (3, 0), (2, 4), (0, 5), (5, 6)], 7)
+
+
+def test_single_loop_walks_the_2_core_from_the_node_nearest_the_start():
+    # from the tail's end the loop starts at node 0 and goes first to its lower neighbour (1)
+    np.testing.assert_array_equal(tr.single_loop(SQUARE_GRAPH, 6), [0, 1, 2, 3])
+    np.testing.assert_array_equal(tr.single_loop(SQUARE_GRAPH, 4), [2, 1, 0, 3])
+    with pytest.raises(ValueError, match="0 independent cycles"):
+        tr.single_loop(Y_GRAPH, 0)
+    two_loops = _graph([(0, 1), (1, 2), (2, 0), (2, 3), (3, 4), (4, 2)], 5)
+    with pytest.raises(ValueError, match="2 independent cycles"):
+        tr.single_loop(two_loops, 0)
+
+
+def test_cells_on_a_closed_path_run_once_round_the_loop():
+    loop = np.array([0, 1, 2, 3])
+    points = np.array([[0.5, -0.1], [1.1, 0.5], [0.5, 1.1], [-0.1, 0.25], [1.4, 1.4], [-1.5, -1.5], [1.15, 1.15]])
+    projection = tr.project_onto_graph(points, SQUARE_NODES, SQUARE_GRAPH)
+    cells, position = tr.cells_on_path(projection, loop, SQUARE_NODES, closed=True)
+    # the closing edge 3 -> 0 carries the fourth cell at 3.75; the hair's and the tail's cells are off the
+    # loop, and the last cell, nearest node 2 but on the hair's edge, sits at node 2
+    np.testing.assert_array_equal(cells, [0, 1, 6, 2, 3])
+    np.testing.assert_allclose(position, [0.5, 1.5, 2.0, 2.5, 3.75])
+    cells, position = tr.cells_on_path(projection, np.array([0, 3, 2, 1]), SQUARE_NODES, closed=True)
+    np.testing.assert_array_equal(cells, [3, 2, 6, 1, 0])
+    np.testing.assert_allclose(position, [0.25, 1.5, 2.0, 2.5, 3.5])

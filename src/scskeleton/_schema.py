@@ -87,6 +87,11 @@ def pseudotime_key(key: str) -> str:
     return f"{key}_pseudotime"
 
 
+def phase_key(key: str) -> str:
+    """``obs`` key of the position of each cell around the graph's loop (``tl.phase``)."""
+    return f"{key}_phase"
+
+
 def segment_key(key: str) -> str:
     """``obs`` key of the segment each cell lies on."""
     return f"{key}_segment"

@@ -10,6 +10,7 @@ from ._fsl import fsl
 from ._milestones import milestones, rename_milestones
 from ._modules import trend_modules
 from ._mpme import mpme
+from ._phase import phase
 from ._project import project
 from ._rpg import rpg, rpg_l1
 from ._spl import spl
@@ -33,6 +34,7 @@ __all__ = [
     "milestones",
     "mpme",
     "path",
+    "phase",
     "project",
     "pseudotime",
     "rename_milestones",

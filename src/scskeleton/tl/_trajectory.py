@@ -266,12 +266,7 @@ def pseudotime(
     the old topology and are removed.
     """
     key = resolve_key(adata, key)
-    graph = read_graph(adata, key)
-    if not graph.roots.size:
-        raise KeyError(
-            f"The graph {key!r} has no root. Choose one first with "
-            f"sks.tl.root(adata, {key!r}, group=(...)) or node=/cell=/obs_min=."
-        )
+    graph = rooted_graph(adata, key)
     if min_branch_nodes is None:
         min_branch_nodes = 0 if adata.uns[key].get("params", {}).get("prune", False) else 3
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
@@ -320,6 +315,17 @@ def pseudotime(
         ),
     )
     return adata if copy else None
+
+
+def rooted_graph(adata: AnnData, key: str, *, why: str = "") -> StoredGraph:
+    """The graph stored under ``key``; ``KeyError`` saying how to choose a root when it has none."""
+    graph = read_graph(adata, key)
+    if not graph.roots.size:
+        raise KeyError(
+            f"The graph {key!r} has no root{why}. Choose one first with "
+            f"sks.tl.root(adata, {key!r}, group=(...)) or node=/cell=/obs_min=."
+        )
+    return graph
 
 
 def place_cells(

@@ -480,21 +480,31 @@ def spanned_nodes(adjacency: sparse.spmatrix, nodes: np.ndarray, terminals) -> n
     return np.unique(np.concatenate([terminals[:1], *paths]))
 
 
-def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def cells_on_path(
+    projection: GraphProjection, path: np.ndarray, nodes: np.ndarray, *, closed: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Cells whose projection point lies on ``path``, and their distance along it.
 
     Returns (cell indices, position from the path's first node), sorted by
     position. A cell on a side edge counts when its projection point is a
     path node (fraction exactly 0 at a path node). Cells beyond a leaf that
-    ends the path add their overhang.
+    ends the path add their overhang. ``closed=True`` reads ``path`` as a loop
+    (its last node joined to its first, each node once): positions run from 0
+    at the first node to the loop's length, and a cell whose nearest node is on
+    the loop but which projects onto an edge leaving it counts at that node.
     """
     order = np.full(nodes.shape[0], -1, dtype=np.intp)
     order[path] = np.arange(path.size)
-    cumulative = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(nodes[path], axis=0), axis=1))])
+    ring = np.append(path, path[0]) if closed else path
+    cumulative = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(nodes[ring], axis=0), axis=1))])
     start, end, t = projection.edge_start, projection.edge_end, projection.fraction
     pos_start, pos_end = order[start], order[end]
-    on_edge = (pos_start >= 0) & (pos_end >= 0) & (np.abs(pos_start - pos_end) == 1)
-    at_node = (pos_start >= 0) & ((t == 0) | (start == end))
+    on_path = (pos_start >= 0) & (pos_end >= 0)
+    on_edge = on_path & (np.abs(pos_start - pos_end) == 1)
+    # the loop's closing edge, from its last node to its first
+    closing = on_path & closed & (path.size > 2) & (np.abs(pos_start - pos_end) == path.size - 1)
+    # on a loop, a cell nearest a loop node but drifting onto a branch that leaves it sits at that node
+    at_node = (pos_start >= 0) & ((t == 0) | (start == end) | closed)
     length = np.linalg.norm(nodes[end] - nodes[start], axis=1)
     position = np.where(
         on_edge,
@@ -505,12 +515,66 @@ def cells_on_path(projection: GraphProjection, path: np.ndarray, nodes: np.ndarr
         ),
         cumulative[np.maximum(pos_start, 0)],
     )
-    # beyond a leaf that ends the path, cells are further along (as in cell_geodesic)
-    beyond_end = (start == path[-1]) & (path.size > 1)
-    position = position + np.where(beyond_end, projection.overhang, 0.0)
-    cells = np.flatnonzero(on_edge | at_node)
+    last = cumulative[path.size - 1]
+    position = np.where(closing, np.where(pos_start > pos_end, last + t * length, last + (1.0 - t) * length), position)
+    if not closed:
+        # beyond a leaf that ends the path, cells are further along (as in cell_geodesic)
+        beyond_end = (start == path[-1]) & (path.size > 1)
+        position = position + np.where(beyond_end, projection.overhang, 0.0)
+    cells = np.flatnonzero(on_edge | closing | at_node)
     ranked = cells[np.argsort(position[cells], kind="stable")]
     return ranked, position[ranked]
+
+
+def single_loop(adjacency: sparse.spmatrix, node: int) -> np.ndarray:
+    """The nodes of the one loop in the connected component of ``node``, in walking order.
+
+    The loop is the component's 2-core (what is left once leaves are removed
+    one after another: branches and hairs hanging off it). Raises ``ValueError``
+    when the component holds no loop or more than one independent cycle. The walk
+    starts at the loop node nearest ``node`` along the graph and goes first to its
+    neighbour of lower index.
+    """
+    adjacency = sparse.csr_matrix(symmetrize(adjacency))
+    n_components, label = csgraph.connected_components(adjacency, directed=False)
+    members = np.flatnonzero(label == label[node])
+    inside = adjacency[members][:, members]
+    n_edges = (inside != 0).sum() // 2
+    n_cycles = int(n_edges - members.size + 1)
+    if n_cycles != 1:
+        raise ValueError(
+            f"The graph's component of node {node} has {n_cycles} independent cycles; a phase needs exactly one "
+            "loop (fit tl.rpg_l1 on data with a loop, and check its adjacency)."
+        )
+    degree = np.diff(inside.indptr).astype(np.intp)
+    alive = np.ones(members.size, dtype=bool)
+    stack = list(np.flatnonzero(degree <= 1))
+    while stack:
+        leaf = stack.pop()
+        if not alive[leaf]:
+            continue
+        alive[leaf] = False
+        for other in inside.indices[inside.indptr[leaf] : inside.indptr[leaf + 1]]:
+            if alive[other]:
+                degree[other] -= 1
+                if degree[other] == 1:
+                    stack.append(other)
+    loop_nodes = members[alive]
+    distance = csgraph.dijkstra(adjacency, indices=node, unweighted=True)
+    first = int(loop_nodes[np.argmin(distance[loop_nodes])])
+    on_loop = np.zeros(adjacency.shape[0], dtype=bool)
+    on_loop[loop_nodes] = True
+    walk, previous = [first], -1
+    while True:
+        current = walk[-1]
+        nexts = sorted(int(v) for v in adjacency.indices[adjacency.indptr[current] : adjacency.indptr[current + 1]]
+                       if on_loop[v] and v != previous)
+        following = nexts[0]
+        if following == first or len(walk) == loop_nodes.size:
+            break
+        walk.append(following)
+        previous = current
+    return np.asarray(walk, dtype=np.intp)
 
 
 def nearest_milestone(

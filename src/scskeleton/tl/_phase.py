@@ -1,0 +1,95 @@
+"""``tl.phase``: where each cell lies around the loop of a graph (a cell cycle, an oscillation)."""
+
+from __future__ import annotations
+
+import numpy as np
+from anndata import AnnData
+from scanpy import logging as logg
+from scipy.sparse import csgraph
+
+from .._core.trees import trajectory as core
+from .._schema import cell_projection, member_cells, phase_key, resolve_key
+from ._results import update_entry
+from ._trajectory import _path_end, rooted_graph
+
+
+def phase(
+    adata: AnnData,
+    key: str | None = None,
+    *,
+    toward=None,
+    copy: bool = False,
+) -> AnnData | None:
+    """Position of each cell around the loop of a graph, from its root, as a phase in [0, 1).
+
+    Pseudotime measures the shortest way along the graph, so on a loop it runs
+    both ways from the root and meets itself opposite; a cell cycle is read
+    once round instead. The loop is the one independent cycle of the root's
+    connected component (what remains of it once every branch and hair hanging
+    off the loop is removed; ``tl.rpg_l1`` draws loops only around a hole in the
+    cells). The phase starts at the loop node nearest the root (:func:`root`;
+    for a loop ``root(adata, key, group=("phase", "G1"))`` picks the node in the
+    middle of those cells) and grows with the length travelled round the loop,
+    one turn being 1. Cells are placed as for :func:`pseudotime` (nearest node,
+    then the closest point on its edges).
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix with a graph holding a loop and a root.
+    key
+        Key of the fitted graph in ``adata.uns``; ``None`` uses the only one fitted.
+    toward
+        Which way round: the phase runs from the root towards this node, milestone
+        name or ``(obs_key, value)`` group (the node holding most of the group's
+        assignment), reaching it within the first half turn; e.g. cells scored as S
+        phase by ``sc.tl.score_genes_cell_cycle``. ``None``: from the loop's start
+        towards its neighbour of lower node index (deterministic, not biological).
+    copy
+        Return a copy instead of writing to ``adata``.
+
+    Returns
+    -------
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields:
+
+    ``adata.obs[f"{key}_phase"]``
+        The phase in [0, 1); NaN for cells whose projection is off the loop (on a
+        branch leaving it) or in another component.
+    ``adata.uns[key]["loop"]``
+        The loop's nodes in the order the phase runs through them, from the start.
+    """
+    key = resolve_key(adata, key)
+    graph = rooted_graph(adata, key, why=" (the phase starts there)")
+    start = int(graph.roots[0])
+    loop = core.single_loop(graph.adjacency, start)
+    if toward is not None:
+        target = _path_end(adata, graph, toward, "toward")
+        hops = csgraph.dijkstra(graph.adjacency, indices=target, unweighted=True)
+        if not np.isfinite(hops[start]):
+            raise ValueError(f"toward={toward!r} lies in another connected component than the root of {key!r}.")
+        attached = int(loop[np.argmin(hops[loop])])
+        if attached == loop[0]:
+            raise ValueError(
+                f"toward={toward!r} meets the loop where the phase starts (node {attached}); choose a node "
+                "or group further round the loop."
+            )
+        lengths = np.linalg.norm(np.diff(graph.nodes[np.append(loop, loop[0])], axis=0), axis=1)
+        along = np.concatenate([[0.0], np.cumsum(lengths)])
+        if along[int(np.flatnonzero(loop == attached)[0])] > along[-1] / 2:
+            loop = np.concatenate([loop[:1], loop[1:][::-1]])
+    start_time = logg.info(f"computing the phase around the loop of {key!r}")
+    adata = adata.copy() if copy else adata
+    circumference = float(np.sum(np.linalg.norm(np.diff(graph.nodes[np.append(loop, loop[0])], axis=0), axis=1)))
+    cells, position = core.cells_on_path(cell_projection(adata, graph), loop, graph.nodes, closed=True)
+    values = np.full(adata.n_obs, np.nan)
+    values[cells] = np.mod(position / circumference, 1.0)
+    values[~member_cells(adata, key)] = np.nan
+    adata.obs[phase_key(key)] = values
+    update_entry(adata, key, loop=loop.astype(np.int64))
+    off = int(np.isnan(values).sum())
+    logg.info(
+        f"    finished ({loop.size} nodes round the loop; {off} cells off it get NaN)",
+        time=start_time,
+        deep=f"added\n    obs[{phase_key(key)!r}], uns[{key!r}]['loop']",
+    )
+    return adata if copy else None
