@@ -98,3 +98,27 @@ def test_bad_input_raises_and_leaves_adata_unchanged(ring):
         sks.tl.phase(tree, "rpg")
     for adata, key in ((unrooted, "rpg_l1"), (ring, "rpg_l1"), (tree, "rpg")):
         assert f"{key}_phase" not in adata.obs and "loop" not in adata.uns[key]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_loop_with_a_branch_leaving_it(seed):
+    """A ring of 800 cells with 300 cells leaving it along a branch (10 dimensions): the ℓ1 graph closes the
+    ring (left open by chance: its gap's cells join no nodes on either side), the phase runs round it, and
+    the branch's cells beyond the junction get none."""
+    rng = np.random.default_rng(seed)
+    angle = rng.uniform(0, 2 * np.pi, 800)
+    away = rng.uniform(0, 6, 300)
+    plane = np.vstack([np.column_stack([5 * np.cos(angle), 5 * np.sin(angle)]), np.column_stack([5 + away, 0.5 * away])])
+    values = np.hstack([plane, np.zeros((1100, 8))]) + rng.normal(scale=0.3, size=(1100, 10))
+    adata = anndata.AnnData(values)
+    adata.obsm["X_pca"] = values
+    adata.obs["angle"] = np.r_[angle, np.full(300, np.nan)]
+    stage = np.floor(np.mod(angle, 2 * np.pi) / (np.pi / 2)).astype(int)
+    adata.obs["stage"] = np.r_[np.array(["G1", "S", "G2", "M"])[stage], np.full(300, "branch")]
+    sks.tl.rpg_l1(adata)
+    sks.tl.root(adata, "rpg_l1", group=("stage", "G1"))
+    sks.tl.phase(adata, "rpg_l1", toward=("stage", "S"))
+    phase = adata.obs["rpg_l1_phase"].to_numpy()
+    assert np.mean(np.isfinite(phase[:800])) > 0.95
+    assert _circular_agreement(phase[:800], angle) > 0.98
+    assert np.mean(np.isfinite(phase[800:][away > 1.5])) < 0.05

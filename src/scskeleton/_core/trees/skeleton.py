@@ -29,8 +29,7 @@ loop or separate pieces. This module extracts that drawn structure:
    whose nodes leave one wider gap, across which the LP drew no edge. Last, a
    candidate edge between two leaves closes a ring around a hole when the
    stretch free of cells that it spans is no longer than the sampling of the
-   ring's cells explains (:func:`gap_explained`) and the ring holds nearly all
-   the cells of its piece (:data:`RING_SHARE`): on a ring of 100 cells the
+   ring's cells explains (:func:`gap_explained`): on a ring of 100 cells the
    widest empty stretch is 4–6 times the mean spacing, and the ends the program
    left there retreat from it as the ends of any open curve do. Pieces of a
    curve that cells fail to join by chance are joined the same way, after the
@@ -63,14 +62,17 @@ HOLE_SHARE = 0.75
 PLANE_SHARE = 2 / 3
 #: A candidate edge the program left out closes a ring when this many cells have its ends as their two nearest nodes.
 MIN_ADJACENT = 2
-#: Bins along an edge in which :func:`gap_profiles` counts the cells of its two ends.
+#: Bins along an edge in which :func:`gap_profiles` counts the cells of its two ends ...
 GAP_BINS = 32
+#: ... the cells with one of them among their this many nearest nodes (4 also closed a ring
+#: with a branch leaving it whose gap's ends were crowded by hairs, and the generator's own
+#: loop of ``simulate_trajectory(cycle=True)`` once more, but drew a false 9-node loop in the
+#: cells of one branch of a 4-fate tree).
+GAP_NEAREST = 2
 #: A candidate edge between two leaves joins two pieces or closes a ring when uniform sampling of
 #: their cells leaves an empty stretch as long as the edge's with at least this probability
 #: (:func:`gap_explained`) ...
 GAP_LEVEL = 0.01
-#: ... and a ring so closed holds at least this share of the cells of its piece of the skeleton.
-RING_SHARE = 0.85
 #: A loop is at least this share as wide (mean radius) as its cells lie from their nodes (root mean square) ...
 MIN_LOOP_WIDTH = 0.1
 #: ... and at most this share of its cells lie, in its plane, within half its radius of its centre.
@@ -165,10 +167,6 @@ def l1_skeleton(
             if not encloses_hole(centers, cycle) or (cells is not None and not cells.leave_hole(cycle)):
                 continue
             if sampled:
-                # the ring is its piece, save hairs: a cycle round the rim of a small cluster is not
-                piece = np.asarray([forest.find(node) for node in range(n_nodes)]) == forest.find(head)
-                if mass[cycle].sum() < RING_SHARE * mass[piece].sum():
-                    continue
                 perimeter = float(np.sum(np.sqrt(np.sum((centers[cycle] - centers[np.roll(cycle, 1)]) ** 2, axis=1))))
                 if not gap_explained(_empty_stretch(profiles[edge], length[edge]), perimeter, float(mass[cycle].sum())):
                     continue
@@ -274,9 +272,10 @@ def gap_profiles(points: np.ndarray, centers: np.ndarray, candidates: np.ndarray
     offsets = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=n_nodes))])
     for start in range(0, points.shape[0], chunk_rows):
         d2 = squared_distances(points[start : start + chunk_rows], centers)
-        two = np.argpartition(d2, 1, axis=1)[:, :2]
-        owner = np.tile(np.arange(two.shape[0]), 2)
-        nearest = np.concatenate([two[:, 0], two[:, 1]])
+        near = min(GAP_NEAREST, n_nodes)
+        closest = np.argpartition(d2, near - 1, axis=1)[:, :near]
+        owner = np.tile(np.arange(closest.shape[0]), near)
+        nearest = closest.T.ravel()
         per_node = offsets[nearest + 1] - offsets[nearest]
         pairs = np.repeat(np.arange(nearest.size), per_node)
         cells = owner[pairs]
