@@ -582,3 +582,44 @@ def test_branch_warp_is_monotone_and_reports_its_overall_stretch():
     # branch 2's reach 1 is cut at 0.25, 0.5, 0.75: 0.25·0.5 + 0.25·2 + 0.5·1 = 1.125 over it
     np.testing.assert_allclose(bent.stretch, [1.0, 1.125])
     np.testing.assert_allclose(bent(np.array([1.0]), np.array([2])), [1.1])  # the shift at the fork
+
+
+def test_periodic_basis_wraps_round_and_penalises_all_but_the_constant():
+    phases = np.random.default_rng(1).uniform(0, 1, 400)
+    basis = splines.periodic_spline_basis(phases, 10)
+    assert basis.n_basis == basis.knots.size - 1 == 10
+    np.testing.assert_allclose(basis.design(phases).sum(axis=1), 1.0, atol=1e-12)
+    # one turn later the basis is the same: continuous across the seam
+    seam = basis.knots[0]
+    np.testing.assert_allclose(basis.design(np.array([seam - 1e-9])), basis.design(np.array([seam + 1e-9])), atol=1e-6)
+    np.testing.assert_allclose(basis.design(phases + 1.0), basis.design(phases), atol=1e-12)
+    # the penalty is ∫ f''² over one period (a fine periodic second difference), and only constants are free
+    coef = np.random.default_rng(2).normal(size=basis.n_basis)
+    fine = np.linspace(seam, seam + 1, 100_001)[:-1]
+    curve = basis.design(fine) @ coef
+    step = fine[1] - fine[0]
+    curvature = (np.roll(curve, -1) - 2 * curve + np.roll(curve, 1)) / step**2
+    assert coef @ basis.penalty @ coef == pytest.approx(np.sum(curvature**2) * step, rel=1e-4)
+    eigenvalues = np.linalg.eigvalsh(basis.penalty)
+    assert abs(eigenvalues[0]) < 1e-9 * eigenvalues[-1] and eigenvalues[1] > 1e-6 * eigenvalues[-1]
+    np.testing.assert_allclose(basis.penalty @ np.ones(basis.n_basis), 0, atol=1e-9 * eigenvalues[-1])
+    with pytest.raises(ValueError, match="too few distinct"):
+        splines.periodic_spline_basis(np.r_[np.zeros(50), np.full(50, 0.5)], 10)
+
+
+def test_periodic_trend_test_is_calibrated_and_finds_a_cycle():
+    """Null genes on a phase: uniform p-values; a gene peaking once per turn: found, and its curve
+    returns to where it started."""
+    rng = np.random.default_rng(3)
+    phases = rng.uniform(0, 1, 1500)
+    null = rng.normal(size=(phases.size, 400))
+    cycling = np.cos(2 * np.pi * (phases - 0.3))[:, None] * 0.4 + rng.normal(size=(phases.size, 1))
+    matrix = np.hstack([null, cycling])
+    result = trends.trend_test(matrix, np.arange(phases.size), phases, periodic=True)
+    assert stats.kstest(result.pvals[:400], "uniform").pvalue > 0.01
+    assert 0.02 <= np.mean(result.pvals[:400] < 0.05) <= 0.08
+    assert result.qvals[400] < 1e-10
+    curve = result.curves[400]
+    assert result.grid.size == 100 and result.grid[-1] - result.grid[0] < 1.0
+    peak = result.grid[np.argmax(curve)]
+    assert abs(np.mod(peak - 0.3 + 0.5, 1.0) - 0.5) < 0.05

@@ -122,3 +122,35 @@ def test_a_loop_with_a_branch_leaving_it(seed):
     assert np.mean(np.isfinite(phase[:800])) > 0.95
     assert _circular_agreement(phase[:800], angle) > 0.98
     assert np.mean(np.isfinite(phase[800:][away > 1.5])) < 0.05
+
+
+def test_trends_round_the_loop_find_the_cycling_genes(ring, tmp_path):
+    """tl.trends(loop=True) fits the cells against their phase with cyclic splines: a gene following the
+    angle is found and drawn once round; noise genes are not; the result survives h5ad."""
+    sks.tl.phase(ring, toward=("stage", "S"))
+    rng = np.random.default_rng(0)
+    angle = ring.obs["true_angle"].to_numpy()
+    values = np.column_stack([np.sin(angle) + rng.normal(scale=0.5, size=ring.n_obs), rng.normal(size=(ring.n_obs, 50))])
+    genes = anndata.AnnData(values, obs=ring.obs.copy(), uns=ring.uns, obsm=ring.obsm)
+    genes.var_names = ["cycling"] + [f"noise_{i}" for i in range(50)]
+    sks.tl.trends(genes, "rpg_l1", loop=True)
+    qvals = genes.var["rpg_l1_trends_qval"].to_numpy()
+    assert qvals[0] < 1e-20 and np.mean(qvals[1:] < 0.05) <= 0.04
+    result = genes.uns["rpg_l1_trends"]
+    assert result["time"] == "phase" and result["params"]["loop"]
+    curve = genes.varm["rpg_l1_trends_curves"][0]
+    assert abs(curve[0] - curve[-1]) < 0.1 * np.ptp(curve)  # one turn: back where it started
+    edges = np.asarray(result["edges"]["path"])
+    assert edges.shape[0] == len(ring.uns["rpg_l1"]["loop"]) and edges[-1, 1] == edges[0, 0]
+    genes.write_h5ad(tmp_path / "trends.h5ad")
+    back = anndata.read_h5ad(tmp_path / "trends.h5ad")
+    np.testing.assert_array_equal(back.var["rpg_l1_trends_pval"], genes.var["rpg_l1_trends_pval"])
+
+
+def test_trends_round_the_loop_need_a_phase(ring):
+    with pytest.raises(KeyError, match="no phase yet"):
+        sks.tl.trends(ring, "rpg_l1", loop=True)
+    sks.tl.phase(ring)
+    with pytest.raises(ValueError, match="exactly one of"):
+        sks.tl.trends(ring, "rpg_l1", loop=True, segment="0")
+    assert "rpg_l1_trends" not in ring.uns

@@ -61,6 +61,8 @@ def phase(
     key = resolve_key(adata, key)
     graph = rooted_graph(adata, key, why=" (the phase starts there)")
     start = int(graph.roots[0])
+    if graph.roots.size > 1:
+        logg.warning(f"{key!r} has {graph.roots.size} roots; the phase starts at the first, node {start}.")
     loop = core.single_loop(graph.adjacency, start)
     if toward is not None:
         target = _path_end(adata, graph, toward, "toward")

@@ -19,7 +19,7 @@ from .._core.stats import splines
 from .._core.stats import trends as trend_core
 from .._core.trees import trajectory as trajectory_core
 from .._dask import is_dask, require_dask
-from .._schema import MAIN_MATRIX, pseudotime_key, read_graph, resolve_key, segment_key
+from .._schema import MAIN_MATRIX, phase_key, pseudotime_key, read_graph, resolve_key, segment_key
 from ._inputs import check_key, gene_columns, get_expression
 from ._milestones import resolve_node, resolve_segment
 from ._results import plain_params
@@ -48,6 +48,7 @@ def trends(
     *,
     path: tuple | None = None,
     segment: str | int | None = None,
+    loop: bool = False,
     genes: Sequence[str] | None = None,
     layer: str | None = None,
     use_raw: bool = False,
@@ -58,7 +59,7 @@ def trends(
     key_added: str | None = None,
     copy: bool = False,
 ) -> AnnData | None:
-    """Smooth trend of every gene along a path or a segment of a trajectory.
+    """Smooth trend of every gene along a path or a segment of a trajectory, or round its loop.
     {model}
     Each trend is tested against a constant by an F test whose p-values
     come from its exact null under Gaussian noise (a saddlepoint
@@ -81,6 +82,12 @@ def trends(
         :func:`~scskeleton.tl.pseudotime`) or its label
         (``"fork 1 → tip 2"``, ``uns[key]["milestones"]["segment_labels"]``);
         its cells are fitted against their pseudotime.
+    loop
+        Instead of ``path`` or ``segment``: fit the cells round the graph's loop
+        against their phase (``obs[f"{key}_phase"]``, set by
+        :func:`~scskeleton.tl.phase`) with cyclic splines, whose curves return
+        where they started after one turn (genes of the cell cycle). The test
+        against a constant is the same.
     genes
         Genes to fit (names in ``var_names``, or in ``adata.var[gene_symbols]``);
         default all.
@@ -122,9 +129,10 @@ def trends(
 
     ``adata.uns[name]``
         ``method`` (``"trends"``), ``params``, ``graph`` (= ``key``), ``grid``
-        (the pseudotime of the curves' columns), ``knots``, ``n_cells``,
-        ``time`` (``"position"`` or ``"pseudotime"``) and ``edges`` (the
-        graph edges of the path, ``{"path": E × 2}``, for ``pl.path``).
+        (the pseudotime of the curves' columns; with ``loop=True`` one turn of
+        phase), ``knots``, ``n_cells``, ``time`` (``"position"``,
+        ``"pseudotime"`` or ``"phase"``) and ``edges`` (the graph edges of the
+        path or loop, ``{"path": E × 2}``, for ``pl.path``).
     ``adata.varm[f"{name}_curves"]``
         Genes × ``n_grid`` fitted curves (NaN for genes not fitted).
     ``adata.var[f"{name}_r2"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_edf"]``
@@ -151,8 +159,8 @@ def trends(
     key = resolve_key(adata, key)
     graph = read_graph(adata, key)
     name = check_key(key_added, f"{key}_trends")
-    if (path is None) == (segment is None):
-        raise ValueError("Give exactly one of path=(start, end) or segment=<segment id>.")
+    if (path is not None) + (segment is not None) + bool(loop) != 1:
+        raise ValueError("Give exactly one of path=(start, end), segment=<segment id> or loop=True.")
     matrix, source = _expression(adata, layer, use_raw)
     columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     if path is not None:
@@ -166,6 +174,15 @@ def trends(
         times = frame["position"].to_numpy()
         nodes = trajectory_core.node_path(graph.adjacency, graph.nodes, first, last)
         time_kind, where = "position", f"path {first} → {last}"
+    elif loop:
+        if phase_key(key) not in adata.obs or "loop" not in adata.uns[key]:
+            raise KeyError(f"{key!r} has no phase yet: run sks.tl.phase(adata, {key!r}) first.")
+        phase = adata.obs[phase_key(key)].to_numpy(dtype=float)
+        rows = np.flatnonzero(np.isfinite(phase))
+        times = phase[rows]
+        loop_nodes = np.asarray(adata.uns[key]["loop"], dtype=np.int64)
+        nodes = np.append(loop_nodes, loop_nodes[:1])
+        time_kind, where = "phase", "loop"
     else:
         segment, nodes = _segment(adata, key, segment)
         labels = adata.obs[segment_key(key)].astype(str).to_numpy()
@@ -178,7 +195,9 @@ def trends(
 
     start = logg.info(f"fitting trends of {_count(columns, adata)} genes along the {where} ({rows.size} cells)")
     with _reading_threads(matrix):
-        result = trend_core.trend_test(matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns)
+        result = trend_core.trend_test(
+            matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns, periodic=bool(loop)
+        )
     _warn_lowered_df(df, float(result.edf[0]))
 
     adata = adata.copy() if copy else adata
@@ -195,6 +214,7 @@ def trends(
             key=key,
             path=str(tuple(path)) if path is not None else "",
             segment=segment if segment is not None else "",
+            loop=bool(loop),
             **source,
             n_genes=fitted.size,
             n_knots=n_knots,

@@ -87,15 +87,78 @@ def spline_basis(times: np.ndarray, n_knots: int) -> SplineBasis:
     if knots.size < 2:
         raise ValueError("All cells have the same pseudotime; a trend needs cells at two or more times.")
     second = interpolate.BSpline(_knot_vector(knots), np.eye(knots.size + DEGREE - 1), DEGREE).derivative(2)
-    # B'' is linear on each knot interval, so 2-point Gauss–Legendre integrates B_j'' B_k'' exactly.
+    penalty = _curvature_products(second, knots)
+    return SplineBasis(knots=knots, penalty=(penalty + penalty.T) / 2.0)
+
+
+@dataclass(frozen=True)
+class PeriodicSplineBasis:
+    """Cyclic cubic B-splines of a phase in [0, 1) with their curvature penalty.
+
+    ``knots`` are the m distinct knots in [0, 1) followed by the first plus one (the
+    period closes there); the m basis functions wrap round (each B-spline that runs
+    past 1 continues from 0), sum to one at every phase, and the penalty
+    P_jk = ∫₀¹ B_j''(t) B_k''(t) dt leaves only the constant unpenalised: a trend of a
+    phase has no straight line to fall back on, it returns where it started.
+    """
+
+    knots: np.ndarray
+    penalty: np.ndarray
+
+    @property
+    def n_basis(self) -> int:
+        return self.knots.size - 1
+
+    def design(self, times: np.ndarray) -> np.ndarray:
+        """The len(times) × m basis matrix; times are taken modulo 1 from the first knot."""
+        start = self.knots[0]
+        times = start + np.mod(np.asarray(times, dtype=float) - start, 1.0)
+        return _fold(interpolate.BSpline.design_matrix(times, _periodic_vector(self.knots), DEGREE).toarray(),
+                     self.n_basis)
+
+
+def periodic_spline_basis(phases: np.ndarray, n_knots: int) -> PeriodicSplineBasis:
+    """Cyclic cubic B-splines with knots at ``n_knots`` quantiles of ``phases`` (in [0, 1);
+    tied quantiles merge), and their curvature penalty over one period."""
+    n_knots = check_integer("n_knots", n_knots, low=4)
+    phases = np.mod(np.asarray(phases, dtype=float), 1.0)
+    knots = np.unique(np.quantile(phases, np.linspace(0.0, 1.0, n_knots, endpoint=False)))
+    if knots.size < 4:
+        raise ValueError("The cells' phases take too few distinct values for a periodic trend (4 knots at least).")
+    knots = np.append(knots, knots[0] + 1.0)
+    vector = _periodic_vector(knots)
+    n_basis = knots.size - 1
+    second = interpolate.BSpline(vector, np.eye(vector.size - DEGREE - 1), DEGREE).derivative(2)
+    penalty = _fold(_fold(_curvature_products(second, knots), n_basis).T, n_basis)
+    return PeriodicSplineBasis(knots=knots, penalty=(penalty + penalty.T) / 2.0)
+
+
+def _periodic_vector(knots: np.ndarray) -> np.ndarray:
+    """The knot vector of one period (``knots`` closing at the first plus one) extended periodically by DEGREE
+    knots on each side."""
+    spacing = np.diff(knots)
+    before = knots[0] - np.cumsum(spacing[::-1][:DEGREE])[::-1]
+    after = knots[-1] + np.cumsum(spacing[:DEGREE])
+    return np.concatenate([before, knots, after])
+
+
+def _fold(columns: np.ndarray, n_basis: int) -> np.ndarray:
+    """Add the B-splines past the period's end onto the first ones they continue (the last DEGREE columns)."""
+    folded = columns[:, :n_basis].copy()
+    folded[:, : columns.shape[1] - n_basis] += columns[:, n_basis:]
+    return folded
+
+
+def _curvature_products(second, knots: np.ndarray) -> np.ndarray:
+    """∫ B_j'' B_k'' over ``knots``' range, exact: B'' is linear on each knot interval, so 2-point
+    Gauss–Legendre integrates the products exactly."""
     nodes, weights = np.polynomial.legendre.leggauss(2)
     half = np.diff(knots) / 2.0
     middle = (knots[:-1] + knots[1:]) / 2.0
     points = (middle[:, None] + half[:, None] * nodes[None, :]).ravel()
     point_weights = (half[:, None] * weights[None, :]).ravel()
     values = second(points)
-    penalty = values.T @ (point_weights[:, None] * values)
-    return SplineBasis(knots=knots, penalty=(penalty + penalty.T) / 2.0)
+    return values.T @ (point_weights[:, None] * values)
 
 
 def _knot_vector(knots: np.ndarray) -> np.ndarray:

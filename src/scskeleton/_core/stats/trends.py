@@ -8,7 +8,15 @@ import numpy as np
 
 from ..validation import check_integer
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, smoother_f_pvalues
-from .splines import adapt_df, check_cells, check_df, penalized_fit, spline_basis, sufficient_statistics
+from .splines import (
+    adapt_df,
+    check_cells,
+    check_df,
+    penalized_fit,
+    periodic_spline_basis,
+    spline_basis,
+    sufficient_statistics,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ def trend_test(
     df: float | None = 6.0,
     n_grid: int = 100,
     columns: np.ndarray | None = None,
+    periodic: bool = False,
 ) -> TrendResult:
     """Fit each gene's expression against pseudotime and test it against a constant.
 
@@ -66,6 +75,12 @@ def trend_test(
         Points of the common grid the curves are evaluated on.
     columns
         Genes to fit (column indices); default all.
+    periodic
+        ``times`` are a phase in [0, 1) round a loop (``tl.phase``): cyclic cubic
+        B-splines (:func:`~scskeleton._core.stats.splines.periodic_spline_basis`),
+        whose curves return where they started and whose penalty leaves only the
+        constant free, so the F test against a constant is the same; ``n_knots``
+        knots at quantiles of the phase, as many B-splines; the grid covers one turn.
     """
     rows, times = check_cells(rows, times)
     df = check_df(df, allow_none=True)
@@ -73,7 +88,7 @@ def trend_test(
     n_cells = rows.size
     if df is not None and n_cells <= df + 1:
         raise ValueError(f"The path holds {n_cells} cells; df={df:g} needs more than {df + 1:g}. Lower df.")
-    basis = spline_basis(times, n_knots)
+    basis = periodic_spline_basis(times, n_knots) if periodic else spline_basis(times, n_knots)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), np.zeros(n_cells, dtype=np.intp), 1, columns)
     if df is not None:
         df = adapt_df(df, [stats_.gram[0]], basis.penalty, "The path")
@@ -90,7 +105,7 @@ def trend_test(
         r2 = np.where(rss0 > 0, 1.0 - fit.rss / rss0, 0.0)
     degenerate = stats_.n_varying < MIN_VARYING_CELLS
     fstat, pvals, r2 = blank_degenerate(degenerate, fstat, pvals, r2)
-    grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
+    grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid, endpoint=not periodic)
     return TrendResult(
         grid=grid,
         curves=(basis.design(grid) @ fit.coef).T,
