@@ -178,6 +178,12 @@ def test_chunked_l1_graph_reads_sampling_gaps_as_in_memory(name):
             sks.tl.root(each, "rpg_l1", obs_min="true_angle")
             sks.tl.phase(each, "rpg_l1")
         np.testing.assert_allclose(lazy.obs["rpg_l1_phase"], adata.obs["rpg_l1_phase"], atol=1e-9)
+        # genes round the loop from a chunked matrix, as from memory
+        values = np.column_stack([np.sin(adata.obs["true_angle"]), np.random.default_rng(0).normal(size=100)])
+        adata.X, lazy.X = values, da.from_array(values, chunks=(30, -1))
+        for each in (adata, lazy):
+            sks.tl.trends(each, "rpg_l1", loop=True)
+        np.testing.assert_allclose(lazy.var["rpg_l1_trends_pval"], adata.var["rpg_l1_trends_pval"], rtol=1e-9)
 
 
 def test_cli_fits_a_zarr_store_and_a_chunked_h5ad_like_the_in_memory_fit(tmp_path):
