@@ -154,3 +154,15 @@ def test_trends_round_the_loop_need_a_phase(ring):
     with pytest.raises(ValueError, match="exactly one of"):
         sks.tl.trends(ring, "rpg_l1", loop=True, segment="0")
     assert "rpg_l1_trends" not in ring.uns
+
+
+def test_cleanup_keeps_the_phase_the_same_way_round(ring):
+    """tl.cleanup rewrites the graph (renumbered nodes); the phase is run again, the same way round."""
+    sks.tl.pseudotime(ring)
+    sks.tl.phase(ring, toward=("stage", "S"))
+    before = ring.obs["rpg_l1_phase"].to_numpy().copy()
+    sks.tl.cleanup(ring, min_cells=1000)  # removes every terminal branch; the loop has none
+    after = ring.obs["rpg_l1_phase"].to_numpy()
+    assert "loop" in ring.uns["rpg_l1"]  # written again: the rewritten entry had none
+    assert _circular_agreement(after, 2 * np.pi * before) > 0.99
+    np.testing.assert_allclose(after[np.isfinite(before)], before[np.isfinite(before)], atol=0.02)

@@ -20,6 +20,7 @@ from .._schema import (
     is_cell_graph,
     latent_key,
     member_cells,
+    phase_key,
     pseudotime_key,
     read_graph,
     resolve_key,
@@ -27,6 +28,7 @@ from .._schema import (
 from ._fates import fate_probabilities
 from ._inputs import check_key
 from ._milestones import resolve_node
+from ._phase import phase
 from ._results import update_entry, write_graph
 from ._trajectory import pseudotime
 
@@ -63,6 +65,8 @@ def subset_tree(
     when ``key`` has no root). When ``tl.pseudotime`` (and
     ``tl.fate_probabilities``) had run on ``key``, they are run on the result
     with the same pruning threshold; milestone names are the defaults again.
+    A ``tl.phase`` is run again the same way round when the loop is kept whole
+    (otherwise it is not carried over, with a warning).
 
     Parameters
     ----------
@@ -185,9 +189,11 @@ def cleanup(
     under ``key`` without the removed nodes (fields as in
     :func:`subset_tree`; ``n_pruned`` counts the branches removed too, and
     ``params`` gains ``cleanup_min_cells`` and ``cleanup_min_length``). When
-    ``tl.pseudotime`` (and ``tl.fate_probabilities``) had run, they run again;
-    milestone names are the defaults again, and results of other tools keyed
-    by segments (``tl.branch_test``, …) refer to the old trajectory.
+    ``tl.pseudotime`` (and ``tl.fate_probabilities``) had run, they run again,
+    and a ``tl.phase`` the same way round (a loop has no terminal branch, so
+    it stays whole); milestone names are the defaults again, and results of
+    other tools keyed by segments (``tl.branch_test``, …) refer to the old
+    trajectory.
     """
     key = resolve_key(adata, key)
     graph = _node_graph(adata, key, "cleanup")
@@ -253,6 +259,7 @@ def _write_restricted(
     index = np.cumsum(keep) - 1
     had_pseudotime = pseudotime_key(key) in adata.obs and "segments" in entry
     had_fates = fate_probabilities_key(key) in adata.obsm
+    old_loop = np.asarray(entry["loop"], dtype=np.intp) if phase_key(key) in adata.obs and "loop" in entry else None
     min_branch_nodes = entry.get("min_branch_nodes")
     embedded = graph.space == latent_key(key)
     latent = np.asarray(adata.obsm[latent_key(key)]) if embedded else None
@@ -290,3 +297,26 @@ def _write_restricted(
         pseudotime(adata, new_key, min_branch_nodes=min_branch_nodes)
         if had_fates:
             fate_probabilities(adata, new_key)
+    if old_loop is not None:
+        _rerun_phase(adata, key, new_key, old_loop, keep, index, adjacency, roots)
+
+
+def _rerun_phase(adata, key, new_key, old_loop, keep, index, adjacency, roots) -> None:
+    """Run ``tl.phase`` on the restricted graph the same way round as before, when its loop is whole."""
+    if not keep[old_loop].all():
+        if new_key == key:
+            del adata.obs[phase_key(key)]
+        logg.warning(f"The loop of {key!r} lost nodes; its phase was not carried over to {new_key!r}.")
+        return
+    loop = index[old_loop]
+    try:
+        start = int(trajectory_core.single_loop(adjacency, int(roots[0]))[0])
+    except ValueError:  # the root now lies in a component without that loop
+        start = -1
+    if start not in loop:
+        if new_key == key:
+            del adata.obs[phase_key(key)]
+        logg.warning(f"The root of {new_key!r} no longer reaches the loop of {key!r}; its phase was not carried over.")
+        return
+    following = int(loop[(int(np.flatnonzero(loop == start)[0]) + 1) % loop.size])
+    phase(adata, new_key, toward=following)
