@@ -10,6 +10,7 @@ Cases not met at other random states are listed in the method note.
 
 import networkx as nx
 import numpy as np
+import pandas as pd
 import pytest
 import scanpy as sc
 from scipy.sparse import csgraph
@@ -86,6 +87,23 @@ def test_separate_parts_come_apart(name, n_components, params):
     entry = _fit(name, params)
     assert _components(entry["adjacency"]) == n_components
     assert _cycles(entry["adjacency"]) == 0  # a cycle around a cluster's own nodes encloses no hole
+
+
+@pytest.mark.parametrize("params", ["table", "default"])
+def test_a_moon_broken_by_a_chance_gap_is_joined(params):
+    """Two moons, random state 3: one moon's 100 cells leave an empty stretch of 0.25 (8 mean spacings),
+    which the skeleton's pieces alone, shorter than the stretch their cells cover, put at 0.007; with
+    the cells' reach beyond the pieces' ends it is sampling (3 pieces before, 2 now), and the gap
+    between the moons is not."""
+    n_cells, sigma, gamma, lam, nn = TABLE1["moons"]
+    adata = sks.datasets.moons(n_cells, random_state=3)
+    kwargs = dict(sigma=sigma, gamma=gamma, lam=lam, n_neighbors=nn) if params == "table" else {}
+    sks.tl.rpg_l1(adata, **kwargs)
+    entry = adata.uns["rpg_l1"]
+    label = csgraph.connected_components(entry["adjacency"], directed=False)[1]
+    nearest = np.argmin(((np.asarray(adata.obsm["X_pca"])[:, None] - entry["nodes"][None]) ** 2).sum(-1), axis=1)
+    assert label.max() == 1
+    assert (pd.crosstab(label[nearest], adata.obs["true_component"]).max(axis=1) == np.bincount(label[nearest])).all()
 
 
 def test_a_noisy_ring_in_30_dimensions_is_one_loop():
