@@ -337,6 +337,8 @@ def _bridge_sampling_gaps(forest, add, keep, neighbours, order, centers, candida
     piece_mass = np.bincount(roots, weights=mass, minlength=centers.shape[0])
     total_mass = float(mass.sum())
     kept = np.asarray(keep, dtype=np.intp)
+    if np.count_nonzero(piece_mass >= min_mass * total_mass) < 2:
+        return  # one piece (connected data): nothing to join, and no pass over the cells for their reach
     piece_length = np.bincount(roots[heads[kept]], weights=np.sqrt(length[kept]), minlength=centers.shape[0])
     beyond = np.zeros(centers.shape[0])
     if reach is not None:
