@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
-from scipy.sparse import csgraph
 
 from .._core.trees import trajectory as core
 from .._schema import cell_projection, member_cells, phase_key, resolve_key
@@ -63,28 +62,14 @@ def phase(
     start = int(graph.roots[0])
     if graph.roots.size > 1:
         logg.warning(f"{key!r} has {graph.roots.size} roots; the phase starts at the first, node {start}.")
-    loop = core.single_loop(graph.adjacency, start)
-    if toward is not None:
-        target = _path_end(adata, graph, toward, "toward")
-        hops = csgraph.dijkstra(graph.adjacency, indices=target, unweighted=True)
-        if not np.isfinite(hops[start]):
-            raise ValueError(f"toward={toward!r} lies in another connected component than the root of {key!r}.")
-        attached = int(loop[np.argmin(hops[loop])])
-        if attached == loop[0]:
-            raise ValueError(
-                f"toward={toward!r} meets the loop where the phase starts (node {attached}); choose a node "
-                "or group further round the loop."
-            )
-        lengths = np.linalg.norm(np.diff(graph.nodes[np.append(loop, loop[0])], axis=0), axis=1)
-        along = np.concatenate([[0.0], np.cumsum(lengths)])
-        if along[int(np.flatnonzero(loop == attached)[0])] > along[-1] / 2:
-            loop = np.concatenate([loop[:1], loop[1:][::-1]])
+    target = None if toward is None else _path_end(adata, graph, toward, "toward")
     start_time = logg.info(f"computing the phase around the loop of {key!r}")
     adata = adata.copy() if copy else adata
-    circumference = float(np.sum(np.linalg.norm(np.diff(graph.nodes[np.append(loop, loop[0])], axis=0), axis=1)))
-    cells, position = core.cells_on_path(cell_projection(adata, graph), loop, graph.nodes, closed=True)
+    loop, cells, phases = core.loop_phases(
+        cell_projection(adata, graph), graph.adjacency, graph.nodes, start, toward=target
+    )
     values = np.full(adata.n_obs, np.nan)
-    values[cells] = np.mod(position / circumference, 1.0)
+    values[cells] = phases
     values[~member_cells(adata, key)] = np.nan
     adata.obs[phase_key(key)] = values
     update_entry(adata, key, loop=loop.astype(np.int64))

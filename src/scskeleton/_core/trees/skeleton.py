@@ -271,9 +271,9 @@ def gap_profiles(points: np.ndarray, centers: np.ndarray, candidates: np.ndarray
     order = np.argsort(ends, kind="stable")
     incident = np.concatenate([np.arange(n_edges), np.arange(n_edges)])[order]
     offsets = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=n_nodes))])
+    near = min(GAP_NEAREST, n_nodes)
     for start in range(0, points.shape[0], chunk_rows):
         d2 = squared_distances(points[start : start + chunk_rows], centers)
-        near = min(GAP_NEAREST, n_nodes)
         closest = np.argpartition(d2, near - 1, axis=1)[:, :near]
         owner = np.tile(np.arange(closest.shape[0]), near)
         nearest = closest.T.ravel()
@@ -417,24 +417,26 @@ class _CellsOfNodes:
         self.points, self.centers = points, centers
         self.labels = None
 
+    def _nearest(self) -> np.ndarray:
+        if self.labels is None:
+            self.labels = nearest_nodes(self.points, self.centers)
+        return self.labels
+
     def reach(self, leaf: int, neighbour: int) -> float:
         """How far the cells nearest ``leaf`` reach beyond it, away from ``neighbour``: twice their mean
         overhang past the leaf (the reach of cells spread evenly out there), 0 without any."""
-        if self.labels is None:
-            self.labels = nearest_nodes(self.points, self.centers)
         direction = self.centers[leaf] - self.centers[neighbour]
         norm = float(np.linalg.norm(direction))
         if norm == 0:
             return 0.0
-        overhang = (self.points[self.labels == leaf] - self.centers[leaf]) @ (direction / norm)
+        overhang = (self.points[self._nearest() == leaf] - self.centers[leaf]) @ (direction / norm)
         overhang = overhang[overhang > 0]
         return 2.0 * float(overhang.mean()) if overhang.size else 0.0
 
     def leave_hole(self, cycle: np.ndarray) -> bool:
-        if self.labels is None:
-            self.labels = nearest_nodes(self.points, self.centers)
-        members = self.points[np.isin(self.labels, cycle)]
-        squared = np.sum((members - self.centers[self.labels[np.isin(self.labels, cycle)]]) ** 2, axis=1)
+        on_cycle = np.isin(self._nearest(), cycle)
+        members = self.points[on_cycle]
+        squared = np.sum((members - self.centers[self.labels[on_cycle]]) ** 2, axis=1)
         return hole_in_cells(self.centers[cycle], members, squared)
 
 

@@ -536,7 +536,7 @@ def single_loop(adjacency: sparse.spmatrix, node: int) -> np.ndarray:
     neighbour of lower index.
     """
     adjacency = sparse.csr_matrix(symmetrize(adjacency))
-    n_components, label = csgraph.connected_components(adjacency, directed=False)
+    label = components(adjacency)
     members = np.flatnonzero(label == label[node])
     inside = adjacency[members][:, members]
     n_edges = (inside != 0).sum() // 2
@@ -575,6 +575,35 @@ def single_loop(adjacency: sparse.spmatrix, node: int) -> np.ndarray:
         walk.append(following)
         previous = current
     return np.asarray(walk, dtype=np.intp)
+
+
+def loop_phases(
+    projection: GraphProjection, adjacency: sparse.spmatrix, nodes: np.ndarray, start: int, *, toward: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each cell's phase in [0, 1) once round the loop of ``start``'s component (:func:`single_loop`).
+
+    The phase is the length travelled round the loop from the loop node nearest
+    ``start``, one turn being 1, the way round that reaches ``toward`` (a node;
+    where it joins the loop) within the first half turn. Returns the loop's nodes
+    in that order, and the cells on the loop with their phases (:func:`cells_on_path`
+    with ``closed=True``).
+    """
+    loop = single_loop(adjacency, start)
+    lengths = np.linalg.norm(np.diff(nodes[np.append(loop, loop[0])], axis=0), axis=1)
+    if toward is not None:
+        hops = csgraph.dijkstra(adjacency, indices=toward, unweighted=True)
+        if not np.isfinite(hops[start]):
+            raise ValueError(f"Node {toward} lies in another connected component than node {start}.")
+        attached = int(np.flatnonzero(loop == loop[np.argmin(hops[loop])])[0])
+        if attached == 0:
+            raise ValueError(
+                f"Node {toward} meets the loop where the phase starts (node {loop[0]}); choose a node "
+                "or group further round the loop."
+            )
+        if lengths[:attached].sum() > lengths.sum() / 2:
+            loop = np.concatenate([loop[:1], loop[1:][::-1]])
+    cells, position = cells_on_path(projection, loop, nodes, closed=True)
+    return loop, cells, np.mod(position / lengths.sum(), 1.0)
 
 
 def nearest_milestone(
