@@ -32,6 +32,34 @@ def test_basis_sums_to_one_and_penalty_is_the_integral_of_curvature():
     np.testing.assert_allclose(coefficients.T @ basis.penalty @ coefficients, 0.0, atol=1e-8)
 
 
+def test_a_basis_for_several_curves_gives_each_the_knots_of_its_own_cells():
+    rng = np.random.default_rng(3)
+    times = np.concatenate([rng.uniform(0, 0.2, 100), 0.2 + rng.uniform(0, 0.1, 40), 0.2 + rng.uniform(0, 2, 1800)])
+    groups = np.repeat([0, 1, 2], [100, 40, 1800])
+    curves = [(groups == 0) | (groups == b) for b in (1, 2)]
+    single = splines.spline_basis(times, 10)
+    joint = splines.spline_basis(times, 10, curves=curves)
+    short = times[curves[0]]
+    inside = lambda knots: np.sum((knots > short.min()) & (knots < short.max()))  # noqa: E731
+    assert inside(single.knots) <= 2 and inside(joint.knots) >= 7  # the short curve's own quantiles
+    assert joint.knots[0] == times.min() and joint.knots[-1] == times.max()
+    spacing = np.diff(joint.knots)
+    assert spacing.min() >= splines.MIN_KNOT_SPACING * (joint.knots[-1] - joint.knots[0]) / (joint.knots.size - 1)
+    # still a partition of unity whose penalty leaves straight lines alone
+    np.testing.assert_allclose(joint.design(times).sum(axis=1), 1.0, atol=1e-12)
+    coefficients = np.linalg.lstsq(joint.design(times), np.column_stack([np.ones_like(times), times]), rcond=None)[0]
+    np.testing.assert_allclose(coefficients.T @ joint.penalty @ coefficients, 0.0, atol=1e-6)
+    # curves that share most of their cells put knots almost on top of each other: they merge
+    overlapping = [np.arange(times.size) != 0, np.arange(times.size) != 1]
+    close = splines.spline_basis(times, 10, curves=overlapping)
+    assert close.knots.size <= 11
+    # the curves' own knots only where the quantiles of all cells leave one unable to carry df
+    weights = [curve.astype(float) for curve in curves]
+    np.testing.assert_array_equal(splines.basis_for_curves(times, 10, weights, 6.0).knots, joint.knots)
+    even = [np.ones(times.size), (np.arange(times.size) % 2).astype(float)]
+    np.testing.assert_array_equal(splines.basis_for_curves(times, 10, even, 6.0).knots, single.knots)
+
+
 @pytest.mark.parametrize("df", [3.5, 6.0, None])
 def test_fit_matches_the_dense_penalised_solution(df):
     rng = np.random.default_rng(1)
@@ -438,6 +466,21 @@ def test_registration_flattens_a_terminal_pile_of_cells():
     assert warp.slopes[1, -1] < branches.SLOPE_RANGE[0]
 
 
+def test_a_short_branch_beside_a_long_crowded_one_keeps_its_df_and_the_level():
+    """A short trunk and a short branch beside a branch of 1,800 cells: the quantiles of all cells
+    left the short curve one or two knot intervals, so the warp's fit raised (df=6 outside 2–4) and,
+    unwarped, the df fell to 3.8 and the stiff shared curve flagged 15 % of shared genes at p < 0.05."""
+    rng = np.random.default_rng(16)
+    true = np.concatenate([rng.uniform(0, 0.2, 100), 0.2 + rng.uniform(0, 0.1, 40), 0.2 + rng.uniform(0, 2, 1800)])
+    groups = np.repeat([0, 1, 2], [100, 40, 1800])
+    centres = rng.uniform(0.3, 1.7, 300)
+    values = 1.5 / (1 + np.exp(-(true[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((true.size, 300))
+    for registration in ("fit", "none"):
+        result = branches.branch_test(values, np.arange(true.size), true, groups, registration=registration)
+        assert result.df_shared == pytest.approx(6.0)
+        assert (result.pvals < 0.05).mean() < 0.08, registration
+
+
 def test_registration_is_validated():
     values, learned, groups = _stretched_fork(1.0, n_genes=5)
     with pytest.raises(ValueError, match="registration"):
@@ -518,6 +561,20 @@ def test_association_p_values_hold_their_level_and_detect_change_on_one_lineage(
     assert result.amplitude[0] == pytest.approx(0.7, abs=0.15) and np.isnan(result.curves[0, 1, result.grid > 1.75]).all()
     dense = association.association_test(signal, np.arange(times.size), times, groups, membership)
     np.testing.assert_allclose(dense.fstat, result.fstat, rtol=1e-9)
+
+
+def test_a_short_lineage_beside_a_long_crowded_one_keeps_its_df_and_the_level():
+    # the quantiles of all cells leave the short lineage one or two knot intervals: its own knots
+    # keep df = 6 for every lineage (it was lowered for all of them) and the null holds its level
+    rng = np.random.default_rng(17)
+    times = np.concatenate([rng.uniform(0, 0.2, 100), 0.2 + rng.uniform(0, 0.1, 40), 0.2 + rng.uniform(0, 2, 1800)])
+    groups = np.repeat([0, 1, 2], [100, 40, 1800])
+    membership = np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0]])
+    noise = rng.standard_normal((times.size, 2000))
+    fits = association.fit_lineages(noise, np.arange(times.size), times, groups, membership, n_knots=10, df=6.0)
+    assert fits.df == pytest.approx(6.0)
+    null = association.association_test(noise, np.arange(times.size), times, groups, membership)
+    assert abs((null.pvals < 0.05).mean() - 0.05) < 0.015
 
 
 def test_lineages_follow_segments_from_the_root_to_every_leaf():

@@ -275,7 +275,10 @@ def branch_test(
     left out. As in BEAM the trunk cells enter every branch's curve, here
     with weight 1/B for B branches, so that every cell carries a total weight
     of one and the F test counts it once; each branch curve and the shared
-    curve use ``df`` effective degrees of freedom on one common basis.
+    curve use ``df`` effective degrees of freedom on one common basis (knots
+    at ``n_knots`` quantiles of the cells' pseudotimes; where a short branch
+    beside a long one would then fall within too few knots to carry ``df``,
+    each branch curve's own quantiles, merged).
 
     Parameters
     ----------
@@ -453,7 +456,8 @@ def association_test(
     A *lineage* is the chain of segments from the root to one leaf
     (``tl.pseudotime``'s segments, oriented away from the root). Each gene
     gets one smooth curve of pseudotime per lineage (penalised cubic
-    splines with ``df`` effective degrees of freedom on one common basis);
+    splines with ``df`` effective degrees of freedom on one common basis,
+    with each lineage's own quantile knots where a short lineage needs them);
     cells on a segment shared by k lineages enter each with weight 1/k, so
     every cell counts once. The curves are tested together against one
     constant by an F test (p-values from its exact null under Gaussian

@@ -9,7 +9,15 @@ from scipy import linalg, stats
 
 from ..validation import check_integer, check_positive
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
-from .splines import adapt_df, check_cells, check_df, explained_form, penalized_fit, spline_basis, sufficient_statistics
+from .splines import (
+    adapt_df,
+    basis_for_curves,
+    check_cells,
+    check_df,
+    explained_form,
+    penalized_fit,
+    sufficient_statistics,
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,8 @@ def association_test(
     lineages pass through it, 0 otherwise, so that every cell carries a total
     weight of one (as the trunk in :func:`branch_test`). The alternative fits
     one penalised spline per lineage (root to leaf) with ``df`` effective
-    degrees of freedom on a common basis, weighted by W_l; the null is one
+    degrees of freedom on a common basis (:func:`~.splines.basis_for_curves`),
+    weighted by W_l; the null is one
     constant over all cells. With Q = Σ_l W_l X S_l Xᵀ W_l the lineage fits
     explain yᵀQy; constants pass through every fit unchanged (the penalty
     leaves them free), so Q1 = 1 and the null's projection P₁ = 11ᵀ/n gives
@@ -143,7 +152,8 @@ def fit_lineages(matrix, rows, times, groups, membership, *, n_knots: int, df: f
         raise ValueError("groups must give every cell a segment index in [0, number of segments).")
     if not np.allclose(membership.sum(axis=1), 1.0):
         raise ValueError("membership must give every segment weights that sum to 1 over the lineages.")
-    basis = spline_basis(times, n_knots)
+    in_lineage = membership[groups] > 0  # n × L
+    basis = basis_for_curves(times, n_knots, list(membership[groups].T), df)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_segments, columns)
     grams = np.einsum("sl,sij->lij", membership, stats_.gram)
     crosses = np.einsum("sl,sjg->ljg", membership, stats_.cross)
@@ -158,7 +168,6 @@ def fit_lineages(matrix, rows, times, groups, membership, *, n_knots: int, df: f
     forms = linalg.block_diag(*[explained_form(grams[l], basis.penalty, float(fits[l].lam[0]))
                                 for l in range(n_lineages)])
     product = forms @ utu
-    in_lineage = membership[groups] > 0  # n × L
     span = np.array([[times[in_lineage[:, l]].min(), times[in_lineage[:, l]].max()] for l in range(n_lineages)])
     return LineageFits(
         rows=rows, times=times, basis=basis, stats=stats_, membership=membership, grams=grams, fits=fits,

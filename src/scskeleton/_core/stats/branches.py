@@ -11,6 +11,7 @@ from ..validation import check_integer, check_positive
 from .inference import MIN_VARYING_CELLS, NullMean, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
 from .splines import (
     adapt_df,
+    basis_for_curves,
     check_cells,
     check_df,
     explained_form,
@@ -230,11 +231,6 @@ def fit_branch_warps(
     chosen = chosen.toarray() if sparse.issparse(chosen) else chosen
     values = (chosen - chosen.mean(axis=0)) / spread[keep]
 
-    # a gene counts as shared under a warp while its branch-specific curves improve on the
-    # shared curve by less than the 99 % quantile of that improvement under the null
-    threshold = stats.chi2.ppf(SHARED_QUANTILE, (n_branches - 1) * df)
-    residual_df = max(sub_rows.size - n_branches * df, 1.0)
-
     members = [np.flatnonzero(sub_groups == group) for group in range(n_branches + 1)]
     sumsq = [(values[rows_] ** 2).sum(axis=0) for rows_ in members]  # the same under every warp
     total_sumsq = sum(sumsq)
@@ -249,7 +245,7 @@ def fit_branch_warps(
 
     def basis_at(warp: BranchWarp):
         warped = warp(sub_times, sub_groups)
-        basis = spline_basis(warped, n_knots)
+        basis = _branch_basis(warped, sub_groups, n_branches, n_knots=n_knots, df=df)
         return basis, basis.design(warped)
 
     def shared_rss(warp: BranchWarp) -> np.ndarray:
@@ -266,6 +262,14 @@ def fit_branch_warps(
     gram = [design[rows_].T @ design[rows_] for rows_ in members]
     cross = [design[rows_].T @ values[rows_] for rows_ in members]
     names = [f"branch {b}" for b in range(1, n_branches + 1)]
+    # a short branch on the warp's cells may carry fewer degrees of freedom than asked: lower them as
+    # the test itself does (it reports the change), rather than fail before the test is reached
+    df = adapt_df(df, [sum(gram)] + [_with_trunk(gram, b) for b in range(1, n_branches + 1)], basis.penalty,
+                  "A branch (with the trunk)")
+    # a gene counts as shared under a warp while its branch-specific curves improve on the
+    # shared curve by less than the 99 % quantile of that improvement under the null
+    threshold = stats.chi2.ppf(SHARED_QUANTILE, (n_branches - 1) * df)
+    residual_df = max(sub_rows.size - n_branches * df, 1.0)
     own_fits = _branch_fits(gram, cross, sumsq, basis.penalty, df=df, names=names, trunk_name="the trunk")
     alone = sum(fit.rss for fit in own_fits) * (1.0 + threshold / residual_df)
 
@@ -478,9 +482,10 @@ def branch_test(
     weight of one (BEAM duplicates the trunk cells into every branch with
     weight one). The shared model is one spline on all cells. Every curve,
     shared or not, uses ``df`` effective degrees of freedom on one common
-    basis (knots at quantiles of all the cells' pseudotimes), so the models
-    are nested and the F test has Σ_b df − df = (B − 1)·df numerator degrees
-    of freedom.
+    basis (knots at quantiles of all the cells' pseudotimes, or of each
+    branch curve's cells where those leave a curve unable to carry ``df``:
+    :func:`~.splines.basis_for_curves`), so the models are nested and the F
+    test has Σ_b df − df = (B − 1)·df numerator degrees of freedom.
 
     ``registration="fit"`` (default) first warps each branch's time past
     the fork onto one axis (:func:`fit_branch_warps`), so that a learner's
@@ -727,7 +732,7 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
                 f"{names[b - 1]} has {counts[b]} cells, not more than df={df:g}: too few to fit its own curve. "
                 "Lower df, choose another branch point, or prune short branches (tl.pseudotime's min_branch_nodes)."
             )
-    basis = spline_basis(times, n_knots)
+    basis = _branch_basis(times, groups, n_branches, n_knots=n_knots, df=df)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns)
     # one df for every curve keeps the models nested: the least any of them can carry
     df = adapt_df(
@@ -789,6 +794,13 @@ def _shared_null_mean(stats_, penalty: np.ndarray, df: float, variance: np.ndarr
     noise = np.zeros((n_blocks * n_basis,) * 2)
     noise[-n_basis:, -n_basis:] = inverse @ gram @ inverse
     return NullMean(coef=coef, variance=np.maximum(variance, np.finfo(float).tiny), noise=noise)
+
+
+def _branch_basis(times: np.ndarray, groups: np.ndarray, n_branches: int, *, n_knots: int, df: float):
+    """The common basis of the branch curves (each branch's cells and the trunk's at weight 1/B) and
+    of the shared one (all cells): :func:`~.splines.basis_for_curves`."""
+    curves = [np.ones(groups.size)] + [(groups == b) + (groups == 0) / n_branches for b in range(1, n_branches + 1)]
+    return basis_for_curves(times, n_knots, curves, df)
 
 
 def _with_trunk(parts, branch: int):

@@ -74,21 +74,72 @@ class SplineBasis:
         return interpolate.BSpline.design_matrix(times, self.vector, DEGREE).toarray()
 
 
-def spline_basis(times: np.ndarray, n_knots: int) -> SplineBasis:
+def spline_basis(times: np.ndarray, n_knots: int, *, curves=None) -> SplineBasis:
     """Cubic B-splines with knots at ``n_knots`` quantiles of ``times`` (the minimum
     and maximum included; tied quantiles merge), and their curvature penalty.
 
     Quantile knots give every basis function cells to rest on wherever the
-    cells are spread unevenly in pseudotime.
+    cells are spread unevenly in pseudotime. ``curves`` (boolean masks over
+    ``times``, one per curve to be fitted on the basis) takes the union of
+    ``n_knots`` quantiles of each curve's own cells instead, knots closer than
+    :data:`MIN_KNOT_SPACING` of the mean spacing merged (:func:`basis_for_curves`
+    chooses between the two).
     """
     n_knots = check_integer("n_knots", n_knots, low=2)
     times = np.asarray(times, dtype=float)
-    knots = np.unique(np.quantile(times, np.linspace(0.0, 1.0, n_knots)))
+    levels = np.linspace(0.0, 1.0, n_knots)
+    if curves is None:
+        knots = np.unique(np.quantile(times, levels))
+    else:
+        knots = _spaced(np.unique(np.concatenate([np.quantile(times[mask], levels) for mask in curves if np.any(mask)])))
     if knots.size < 2:
         raise ValueError("All cells have the same pseudotime; a trend needs cells at two or more times.")
     second = interpolate.BSpline(_knot_vector(knots), np.eye(knots.size + DEGREE - 1), DEGREE).derivative(2)
     penalty = _curvature_products(second, knots)
     return SplineBasis(knots=knots, penalty=(penalty + penalty.T) / 2.0)
+
+
+def basis_for_curves(times: np.ndarray, n_knots: int, weights: list[np.ndarray], df: float) -> SplineBasis:
+    """The common basis of several curves fitted to weighted cells (``weights``: one vector over
+    ``times`` per curve), each to carry ``df`` effective degrees of freedom.
+
+    Knots at quantiles of all the cells, unless some curve's cells then touch
+    too few basis functions to carry ``df`` (a short branch beside a long,
+    crowded one falls within one or two knot intervals); then the union of each
+    curve's own quantiles (:func:`spline_basis` with ``curves``). Lowering the
+    df instead, for every curve alike, left the shared curve of a branch test
+    too stiff for switch-like genes on the long branch: 15 % of shared genes
+    below p = 0.05 on the true time, against 4 % with the curves' own knots.
+    Only where needed: the union's extra knots moved the warp a branch test
+    fits on PROSSTT-like trees and cost calibration elsewhere.
+    """
+    basis = spline_basis(times, n_knots)
+    design = basis.design(times)
+    grams = [(design * weight[:, None]).T @ design for weight in weights]
+    if _carries(df, grams, basis.penalty):
+        return basis
+    return spline_basis(times, n_knots, curves=[weight > 0 for weight in weights])
+
+
+#: Knots of several curves closer than this share of the mean knot spacing merge: curves that share
+#: cells (the trunk) put quantiles almost on top of each other, and a basis function a hundredth of
+#: the spacing wide makes the curvature penalty so ill-conditioned (∝ 1/width³) that it loses its
+#: straight-line null space numerically.
+MIN_KNOT_SPACING = 0.1
+
+
+def _spaced(knots: np.ndarray) -> np.ndarray:
+    """``knots`` (sorted, distinct) without those closer than :data:`MIN_KNOT_SPACING` of the
+    mean spacing to the previous one kept; both ends stay."""
+    if knots.size < 3:
+        return knots
+    least = MIN_KNOT_SPACING * (knots[-1] - knots[0]) / (knots.size - 1)
+    kept = [knots[0]]
+    for knot in knots[1:-1]:
+        if knot - kept[-1] >= least and knots[-1] - knot >= least:
+            kept.append(knot)
+    kept.append(knots[-1])
+    return np.asarray(kept)
 
 
 @dataclass(frozen=True)
@@ -452,10 +503,7 @@ def adapt_df(df: float, grams: list[np.ndarray], penalty: np.ndarray, what: str)
     caller reports the change); only when even that leaves no room for a curve
     (under 2.5) does it raise, saying what would work.
     """
-    least, most = 0.0, np.inf
-    for gram in grams:
-        low_edf, high_edf = _edf_bounds(_eigen(gram, penalty))
-        least, most = max(least, low_edf), min(most, high_edf)
+    least, most = _df_range(grams, penalty)
     if least < df < most - 1e-6:
         return float(df)
     usable = least + 0.9 * (most - least)
@@ -466,6 +514,18 @@ def adapt_df(df: float, grams: list[np.ndarray], penalty: np.ndarray, what: str)
             "segment, or raise n_knots."
         )
     return float(min(df, usable))
+
+
+def _df_range(grams: list[np.ndarray], penalty: np.ndarray) -> tuple[float, float]:
+    """The effective degrees of freedom every fit in ``grams`` can use: (least, most)."""
+    bounds = [_edf_bounds(_eigen(gram, penalty)) for gram in grams]
+    return max(low for low, _ in bounds), min(high for _, high in bounds)
+
+
+def _carries(df: float, grams: list[np.ndarray], penalty: np.ndarray) -> bool:
+    """Whether every fit in ``grams`` can use ``df`` as it is (:func:`adapt_df` keeps it)."""
+    least, most = _df_range(grams, penalty)
+    return least < df < most - 1e-6
 
 
 def _edf_bounds(eigen: _Eigen) -> tuple[float, float]:
