@@ -16,6 +16,7 @@ from .splines import (
     check_df,
     explained_form,
     lam_for_df,
+    needs_own_knots,
     penalized_fit,
     spline_basis,
     sufficient_statistics,
@@ -243,9 +244,14 @@ def fit_branch_warps(
         shifts = warp.shifts / scale
         return warp.replace(slopes=warp.slopes / scale, shifts=shifts - shifts.mean())
 
+    # whether the curves need their own knots is read once, on the unwarped time, not at every trial
+    weights = _curve_weights(sub_groups, n_branches)
+    own_knots = [weight > 0 for weight in weights] if needs_own_knots(
+        identity(sub_times, sub_groups), n_knots, weights, df) else None
+
     def basis_at(warp: BranchWarp):
         warped = warp(sub_times, sub_groups)
-        basis = _branch_basis(warped, sub_groups, n_branches, n_knots=n_knots, df=df)
+        basis = spline_basis(warped, n_knots, curves=own_knots)
         return basis, basis.design(warped)
 
     def shared_rss(warp: BranchWarp) -> np.ndarray:
@@ -732,7 +738,7 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
                 f"{names[b - 1]} has {counts[b]} cells, not more than df={df:g}: too few to fit its own curve. "
                 "Lower df, choose another branch point, or prune short branches (tl.pseudotime's min_branch_nodes)."
             )
-    basis = _branch_basis(times, groups, n_branches, n_knots=n_knots, df=df)
+    basis = basis_for_curves(times, n_knots, _curve_weights(groups, n_branches), df)
     stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns)
     # one df for every curve keeps the models nested: the least any of them can carry
     df = adapt_df(
@@ -796,11 +802,10 @@ def _shared_null_mean(stats_, penalty: np.ndarray, df: float, variance: np.ndarr
     return NullMean(coef=coef, variance=np.maximum(variance, np.finfo(float).tiny), noise=noise)
 
 
-def _branch_basis(times: np.ndarray, groups: np.ndarray, n_branches: int, *, n_knots: int, df: float):
-    """The common basis of the branch curves (each branch's cells and the trunk's at weight 1/B) and
-    of the shared one (all cells): :func:`~.splines.basis_for_curves`."""
-    curves = [np.ones(groups.size)] + [(groups == b) + (groups == 0) / n_branches for b in range(1, n_branches + 1)]
-    return basis_for_curves(times, n_knots, curves, df)
+def _curve_weights(groups: np.ndarray, n_branches: int) -> list[np.ndarray]:
+    """The cells' weights in the shared curve (all) and in each branch curve (its cells, and the
+    trunk's at 1/B)."""
+    return [np.ones(groups.size)] + [(groups == b) + (groups == 0) / n_branches for b in range(1, n_branches + 1)]
 
 
 def _with_trunk(parts, branch: int):

@@ -110,15 +110,22 @@ def basis_for_curves(times: np.ndarray, n_knots: int, weights: list[np.ndarray],
     df instead, for every curve alike, left the shared curve of a branch test
     too stiff for switch-like genes on the long branch: 15 % of shared genes
     below p = 0.05 on the true time, against 4 % with the curves' own knots.
-    Only where needed: the union's extra knots moved the warp a branch test
-    fits on PROSSTT-like trees and cost calibration elsewhere.
+    Only where needed (:func:`needs_own_knots`): the union's extra knots moved
+    the warp a branch test fits on PROSSTT-like trees and cost calibration
+    elsewhere.
     """
+    if not needs_own_knots(times, n_knots, weights, df):
+        return spline_basis(times, n_knots)
+    return spline_basis(times, n_knots, curves=[weight > 0 for weight in weights])
+
+
+def needs_own_knots(times: np.ndarray, n_knots: int, weights: list[np.ndarray], df: float) -> bool:
+    """Whether some curve's weighted cells cannot carry ``df`` on knots at quantiles of all ``times``."""
     basis = spline_basis(times, n_knots)
     design = basis.design(times)
     grams = [(design * weight[:, None]).T @ design for weight in weights]
-    if _carries(df, grams, basis.penalty):
-        return basis
-    return spline_basis(times, n_knots, curves=[weight > 0 for weight in weights])
+    least, most = _df_range(grams, basis.penalty)
+    return not least < df < most - 1e-6
 
 
 #: Knots of several curves closer than this share of the mean knot spacing merge: curves that share
@@ -520,12 +527,6 @@ def _df_range(grams: list[np.ndarray], penalty: np.ndarray) -> tuple[float, floa
     """The effective degrees of freedom every fit in ``grams`` can use: (least, most)."""
     bounds = [_edf_bounds(_eigen(gram, penalty)) for gram in grams]
     return max(low for low, _ in bounds), min(high for _, high in bounds)
-
-
-def _carries(df: float, grams: list[np.ndarray], penalty: np.ndarray) -> bool:
-    """Whether every fit in ``grams`` can use ``df`` as it is (:func:`adapt_df` keeps it)."""
-    least, most = _df_range(grams, penalty)
-    return least < df < most - 1e-6
 
 
 def _edf_bounds(eigen: _Eigen) -> tuple[float, float]:
