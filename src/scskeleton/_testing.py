@@ -167,9 +167,9 @@ def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 20
     at their own pace); genes as sparse signed mixtures of the programs (log-means); branch
     sizes log-normal and cells crowded towards either end of their branch; library sizes
     log-normal; negative-binomial counts with mean-dependent dispersion, and dropout that is
-    more frequent at low means. ``obs["true_pseudotime"]`` (steps from the root) and
-    ``obs["true_branch"]`` hold the truth. Used by ``benchmarks/topology_random_walks.py`` and
-    the tests.
+    more frequent at low means. ``obs["true_pseudotime"]`` (steps from the root),
+    ``obs["true_branch"]`` and ``uns["true_parent"]`` (each branch's parent, "-1" for the
+    root's) hold the truth. Used by ``benchmarks/topology_random_walks.py`` and the tests.
     """
     import pandas as pd
     from anndata import AnnData
@@ -213,6 +213,7 @@ def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 20
     adata = AnnData(x)
     adata.obs["true_pseudotime"] = np.concatenate(time).astype(float)
     adata.obs["true_branch"] = pd.Categorical([str(b) for b in branch])
+    adata.uns["true_parent"] = {str(b): str(p) for b, p in parent.items()}
     return adata
 
 

@@ -15,6 +15,8 @@ from ._inputs import check_key, gene_columns
 from ._results import plain_params
 from ._trends import (
     _MODEL,
+    _axis_columns,
+    _axis_pvalues,
     _count,
     _degenerate_note,
     _expression,
@@ -59,9 +61,11 @@ def fork_test(
     correction.
     {model}
     As in :func:`branch_test`, each branch's pseudotime past the fork is
-    first warped onto one axis (a shift and a monotone map per branch, shared
-    by all genes), so that a learner's uneven stretching of the branches is
-    not called a difference (``registration="none"`` turns this off).
+    warped onto one axis (a shift and a monotone map per branch, shared by
+    all genes), so that a learner's uneven stretching of the branches is not
+    called a difference (``registration="none"`` turns this off;
+    ``"both"`` calls a gene only where the comparison on the pseudotime as
+    it is calls it too).
 
     Parameters
     ----------
@@ -86,7 +90,13 @@ def fork_test(
         Effective degrees of freedom of each curve (> 2; default 6), lowered
         with a warning when the window's cells cannot carry it.
     registration
-        ``"fit"`` (default) or ``"none"``, as in :func:`branch_test`.
+        ``"fit"`` (default), ``"both"`` or ``"none"``, as in :func:`branch_test`
+        (with ``"both"`` each axis has its own default window). Unlike the
+        branch test, the fork test registers alone by default: within its
+        window the warp holds the level about as often as both axes together
+        (78 against 84 of 87 forks of learned trees), its p-values stay
+        uniform where ``"both"`` makes them conservative, and 4–5 % more
+        branch genes are called (docs/methods/trends.md).
     key_added
         Name of the result; default ``f"{key}_fork_test"``.
     copy
@@ -99,6 +109,8 @@ def fork_test(
     ``adata.var[f"{name}_F"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_effect"]``
         F statistic, p-value, BH-adjusted q-value and effect size (NaN for
         genes not tested).
+    ``adata.var[f"{name}_pval_registered"]``, ``[f"{name}_pval_unregistered"]``
+        With ``registration="both"``: the p-values on each axis, whose larger is ``pval``.
     ``adata.var[f"{name}_up"]``, ``[f"{name}_down"]``
         Categorical: the branch (label) with the highest and lowest mean.
     ``adata.varm[f"{name}_curves"]``, ``[f"{name}_shared"]``, ``[f"{name}_means"]``
@@ -153,7 +165,7 @@ def fork_test(
         full[tested] = values
         adata.varm[f"{name}_{suffix}"] = full
     for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
-                           ("effect", result.effect)):
+                           ("effect", result.effect), *_axis_pvalues(result, registration)):
         adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
     for suffix, which in (("up", result.up), ("down", result.down)):
         codes = np.full(adata.n_vars, -1)
@@ -173,7 +185,7 @@ def fork_test(
         )),
         "graph": key,
         "branch_point": fork.branch_point,
-        "time": "registered pseudotime" if registration == "fit" else "pseudotime",
+        "time": "pseudotime" if registration == "none" else "registered pseudotime",
         "stretch": result.stretch,
         "shift": result.shift,
         "branches": np.array(fork.names, dtype=object),
@@ -190,8 +202,8 @@ def fork_test(
         f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
         time=start,
         deep=(f"added\n    uns[{name!r}], varm['{name}_curves', '{name}_shared', '{name}_means'], var['{name}_F', "
-              f"'{name}_pval', '{name}_qval', '{name}_effect', '{name}_up', '{name}_down'], "
-              f"obs['{name}_branch', '{name}_time']"),
+              f"'{name}_pval', '{name}_qval', '{name}_effect', '{name}_up', '{name}_down'"
+              f"{_axis_columns(name, registration)}], obs['{name}_branch', '{name}_time']"),
     )
     return adata if copy else None
 
