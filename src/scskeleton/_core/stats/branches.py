@@ -255,7 +255,8 @@ def fit_branch_warps(
     values = (chosen - chosen.mean(axis=0)) / spread[keep]
 
     members = [np.flatnonzero(sub_groups == group) for group in range(n_branches + 1)]
-    sumsq = [(values[rows_] ** 2).sum(axis=0) for rows_ in members]  # the same under every warp
+    member_values = [values[rows_] for rows_ in members]  # taken once: the exact criterion reads them per trial
+    sumsq = [(part**2).sum(axis=0) for part in member_values]  # the same under every warp
     total_sumsq = sum(sumsq)
 
     def balanced(warp: BranchWarp) -> BranchWarp:
@@ -318,7 +319,7 @@ def fit_branch_warps(
             return np.inf
         basis, design = basis_at(warp)
         gram_at = [design[rows_].T @ design[rows_] for rows_ in members]
-        cross_at = [design[rows_].T @ values[rows_] for rows_ in members]
+        cross_at = [design[rows_].T @ part for rows_, part in zip(members, member_values)]
         try:
             shared = penalized_fit(sum(gram_at), sum(cross_at), total_sumsq, basis.penalty, df=df,
                                    what="The trunk and branches together").rss
