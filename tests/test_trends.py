@@ -306,6 +306,9 @@ def test_branch_test_by_default_calls_a_gene_only_where_both_axes_do(tested, tmp
     sks.tl.fork_test(adata, KEY, branch_point=fork, key_added="fork")
     assert "fork_pval_registered" not in adata.var and adata.uns["fork"]["params"]["registration"] == "fit"
     sks.tl.fork_test(adata, KEY, branch_point=fork, registration="both", key_added="fork_both")
+    again = adata.copy()  # a later result under the same name drops the columns it does not write
+    sks.tl.branch_test(again, KEY, branch_point=fork, registration="fit", key_added=name)
+    assert f"{name}_pval_registered" not in again.var and f"{name}_pval_unregistered" not in again.var
     np.testing.assert_allclose(adata.var["fork_both_pval"], np.fmax(adata.var["fork_pval"],
                                                                     adata.var["fork_both_pval_unregistered"]))
     adata.write_h5ad(tmp_path / "both.h5ad")

@@ -165,7 +165,7 @@ def fork_test(
         full[tested] = values
         adata.varm[f"{name}_{suffix}"] = full
     for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
-                           ("effect", result.effect), *_axis_pvalues(result, registration)):
+                           ("effect", result.effect), *_axis_pvalues(adata, name, result, registration)):
         adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
     for suffix, which in (("up", result.up), ("down", result.down)):
         codes = np.full(adata.n_vars, -1)

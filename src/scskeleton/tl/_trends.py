@@ -415,7 +415,7 @@ def branch_test(
     adata.varm[f"{name}_curves"] = curves
     adata.varm[f"{name}_shared"] = shared
     for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
-                           *_axis_pvalues(result, registration)):
+                           *_axis_pvalues(adata, name, result, registration)):
         adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
     categories = ["trunk", *branch_names]
     codes = np.full(adata.n_obs, -1)
@@ -592,9 +592,12 @@ class _Fork:
                 for b, m in zip(self.names, self.branches)]
 
 
-def _axis_pvalues(result, registration: str) -> list:
-    """``var`` columns of the p-values on each axis, written where the test combined them."""
+def _axis_pvalues(adata: AnnData, name: str, result, registration: str) -> list:
+    """``var`` columns of the p-values on each axis, written where the test combined them. Elsewhere
+    those of an earlier result under the same name are dropped: they would not be this ``pval``'s."""
     if registration != "both":
+        adata.var.drop(columns=[f"{name}_pval_registered", f"{name}_pval_unregistered"], errors="ignore",
+                       inplace=True)
         return []
     return [("pval_registered", result.pvals_registered), ("pval_unregistered", result.pvals_unregistered)]
 
