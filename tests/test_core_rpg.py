@@ -143,6 +143,21 @@ def test_failed_program_is_reported(monkeypatch):
         rpg(_points("circle", n_cells=40), graph="l1", maxiter=2)
 
 
+@pytest.mark.parametrize("scale", [1e-6, 1e6])
+def test_l1_graph_is_the_same_in_any_units(scale):
+    # z, φ and lam scaled by s, s², s leave the optimal W unchanged; the program is solved in the
+    # landmarks' own units, so the solver's absolute tolerances cannot tell the scales apart
+    # (coordinates of 1e6 made it fail, of 1e-6 stopped it at a denser W)
+    data = _points("toy_tree", random_state=0)
+    unit = rpg(data, graph="l1", lam=1.0, random_state=0)
+    scaled = rpg(data * scale, graph="l1", lam=scale, random_state=0)
+    assert scaled.n_iter == unit.n_iter
+    np.testing.assert_allclose(scaled.objective / scale**2, unit.objective, rtol=1e-5)
+    for first, second in ((scaled.adjacency, unit.adjacency), (scaled.lp_adjacency, unit.lp_adjacency)):
+        np.testing.assert_array_equal(sparse.triu(first, 1).nonzero(), sparse.triu(second, 1).nonzero())
+    np.testing.assert_allclose(scaled.centers / scale, unit.centers, atol=1e-4 * np.abs(unit.centers).max())
+
+
 def test_reused_program_matches_a_solve_from_scratch():
     # the solver kept between iterations (new right-hand side only) solves the new program, not the old one
     rng = np.random.default_rng(4)
