@@ -319,25 +319,30 @@ def test_branch_test_by_default_calls_a_gene_only_where_both_axes_do(tested, tmp
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
 def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
-    """The learned pseudotime stretches the two branches differently; registration absorbs it: at most
-    5 % of the shared-trend genes flagged and their p-values uniform (KS p 0.17–0.88 on these seeds)."""
-    flagged = {"fit": [], "none": []}
-    for seed in (0, 1, 2):
+    """The learned pseudotime stretches the two branches differently. On five seeds of the issue's
+    protocol (1,000 cells, 100 genes on one curve of the true time, 40 branch genes, a tree learned at
+    default parameters), the default test flags at most 5 % of the shared-trend genes on every seed,
+    their p-values are uniform (KS p 0.02-0.97 over seeds 0-9 for DDRTree; RPG 0.10-0.91 on seeds
+    0-4, 0.003 on seed 5, where the learned fork leaves 69 branch cells on the trunk), and it finds
+    every branch gene; the registered axis alone does as well, and calls no more than no warp."""
+    flagged = {"both": [], "fit": [], "none": []}
+    for seed in range(5):
         adata = _learned_expression(method, seed, 200, 100)
         fork = int(adata.uns[method]["branch_points"][0])
         pattern = adata.var["true_pattern"].to_numpy()
-        for registration in ("fit", "none"):
+        for registration in ("both", "fit", "none"):
             sks.tl.branch_test(adata, method, branch_point=fork, registration=registration)
             q = adata.var[f"{method}_branch_test_qval"].to_numpy()
             flagged[registration].append(np.mean(q[pattern == "trend"] < 0.05))
-            if registration == "fit":
-                assert adata.uns[f"{method}_branch_test"]["time"] == "registered pseudotime"
-                assert (q[pattern == "branch"] < 0.05).mean() >= 0.9  # power
-                p = adata.var[f"{method}_branch_test_pval"].to_numpy()
-                assert stats.kstest(p[pattern == "trend"], "uniform").pvalue > 0.01  # uniform under the null
-                F = adata.var[f"{method}_branch_test_F"].to_numpy()
-                assert roc_auc_score(pattern == "branch", F) >= 0.95
-    assert max(flagged["fit"]) <= 0.05, flagged
+            if registration == "none":
+                continue
+            assert adata.uns[f"{method}_branch_test"]["time"] == "registered pseudotime"
+            assert (q[pattern == "branch"] < 0.05).mean() >= 0.9  # power
+            p = adata.var[f"{method}_branch_test_pval"].to_numpy()
+            assert stats.kstest(p[pattern == "trend"], "uniform").pvalue > 0.01  # uniform under the null
+            F = adata.var[f"{method}_branch_test_F"].to_numpy()
+            assert roc_auc_score(pattern == "branch", F) >= 0.95
+    assert max(flagged["both"]) <= 0.05 and max(flagged["fit"]) <= 0.05, flagged
     assert all(f <= n + 0.01 for f, n in zip(flagged["fit"], flagged["none"])), flagged  # one gene of slack
 
 
