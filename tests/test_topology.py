@@ -249,6 +249,56 @@ def test_gap_edges_flag_the_bridge_between_clusters_only():
     assert bridging_edges(line, line_nodes, minimum_spanning_tree(line_nodes)).size == 0
 
 
+def _disk(rng, centre, n_points, radius=1.0):
+    r = radius * np.sqrt(rng.uniform(0, 1, n_points))
+    angle = rng.uniform(0, 2 * np.pi, n_points)
+    return np.asarray(centre) + np.column_stack([r * np.cos(angle), r * np.sin(angle)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gap_edges_flag_clusters_whose_cells_have_no_neighbours_across(seed):
+    """Two discs 0.6 apart: the empty stretch between them is 2.5-4.7 widths, under the threshold of 8,
+    but no cell has one of its 15 nearest neighbours in the other disc. A small ball apart (20 cells)
+    is no cluster: it can hold all its cells' neighbours, and only the empty stretch judges it."""
+    from scskeleton._core.trees import gaps
+    from scskeleton._core.trees.trajectory import project_onto_graph
+
+    rng = np.random.default_rng(seed)
+    points = np.vstack([_disk(rng, [0.0, 0.0], 200), _disk(rng, [2.6, 0.0], 200)])
+    nodes = np.vstack([_disk(rng, [0.0, 0.0], 12), _disk(rng, [2.6, 0.0], 12)])
+    tree = minimum_spanning_tree(nodes)
+    result = gaps.gap_edges(points, nodes, tree, project_onto_graph(points, nodes, tree))
+    bridge = (result.edges < 12).sum(axis=1) == 1
+    assert result.score[bridge].max() < gaps.MIN_GAP and result.crossings[bridge].tolist() == [0]
+    assert result.flagged.tolist() == bridge.tolist()
+    assert result.crossings[~bridge & (result.crossings >= 0)].min() > 40  # within a disc, every cut is crossed
+    ball = np.vstack([_disk(rng, [0.0, 0.0], 300), _disk(rng, [2.0, 0.0], 20, radius=0.05)])
+    ball_nodes = np.vstack([_disk(rng, [0.0, 0.0], 12), [[2.0, 0.0]]])
+    ball_tree = minimum_spanning_tree(ball_nodes)
+    result = gaps.gap_edges(ball, ball_nodes, ball_tree, project_onto_graph(ball, ball_nodes, ball_tree))
+    to_ball = (result.edges == 12).any(axis=1)
+    assert result.crossings[to_ball].tolist() == [-1] and not result.flagged.any()
+
+
+@pytest.mark.parametrize("method", ["rpg", "ddrtree"])
+def test_the_default_blobs_raise_the_gap_warning(method, scanpy_log):
+    """``datasets.blobs()`` at its defaults: three clusters 6-8 standard deviations apart, whose empty
+    stretches score 5.6-6.1 widths (under 8); the cells of the farthest have no neighbour across."""
+    adata = sks.datasets.blobs()
+    getattr(sks.tl, method)(adata)
+    flagged = np.asarray(adata.uns[method]["gap_edges"])
+    assert len(flagged) >= 1 and "rpg_l1" in scanpy_log.getvalue()
+    entry = adata.uns[method]
+    nearest = pruning.nearest_nodes(adata.obsm[entry["space"]][:, : entry["nodes"].shape[1]], np.asarray(entry["nodes"]))
+    cut = sparse.csr_matrix(entry["adjacency"]).tolil()
+    for u, v in flagged:
+        cut[u, v] = cut[v, u] = 0
+    _, component = sparse.csgraph.connected_components(cut.tocsr(), directed=False)
+    truth = adata.obs["true_component"].to_numpy()
+    for cluster in np.unique(truth):  # the cuts split no cluster (the two 6 sd apart touch and stay joined)
+        assert len(set(component[nearest][truth == cluster])) == 1
+
+
 def test_a_chain_of_empty_nodes_across_a_gap_is_one_bridge():
     """DDRTree's tree-length term lays a chain of centers without cells across the gap between two
     clusters: each of its short edges is empty over its whole length, a fraction of the gap, and on

@@ -24,10 +24,27 @@ cells beside them; across a gap there are none.
 
 On a continuous trajectory, however uneven its density, cells follow each other
 along every edge and the score stays near 1–3 (at most 7.8 on 258 generated
-trees, DDRTree and RPG); across two clusters the gap is many widths long (40–140).
+trees, DDRTree and RPG; 8.2–9.8 on 3 of 45 further random-walk trees for RPG,
+whose branches can be nearly empty in the middle); across two clusters the gap
+is many widths long (40–140).
 The score is free of units. Only cells within a few widths of the
 edge count as lying on it, so a wide cluster beside an edge does not fill
 its gap.
+
+An edge is also a bridge where the cells' own neighbourhood graph falls apart
+at it: no pair of :data:`KNN_NEIGHBOURS`-nearest neighbours (scanpy's default
+``n_neighbors``, among up to :data:`KNN_CELLS` cells spread over the data) has
+its two cells on the edge's two sides, each side holding at least
+:data:`MIN_GROUP` of those cells. Gaussian clusters six to eight standard
+deviations apart (``datasets.blobs`` at its defaults) leave an empty stretch of
+only 5–6 widths between them, under the threshold, yet no cell of one has a
+neighbour in the other; along a trajectory cells keep neighbours across nearly
+every edge (at least 9 pairs across every such cut of 37 ``simulate_trajectory``
+trees; 0–2 on 3 of 45 random-walk trees, the one at 0 also flagged by its empty
+stretch; ``docs/methods/trust.md``).
+A group of a few times k cells can hold all its members' neighbours without
+being apart (a dense ball of 22 cells at the end of a sparse branch of a
+500-cell tree, in DDRTree's latent space); hence :data:`MIN_GROUP`.
 """
 
 from __future__ import annotations
@@ -38,7 +55,7 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from ..graphs import edge_list
+from ..graphs import edge_list, knn_edges
 from .assign import CHUNK_ROWS
 from .trajectory import GraphProjection, project_onto_graph, topology
 
@@ -50,6 +67,12 @@ MIN_SIDE = 0.02
 MIN_WIDTH_CELLS = 5
 #: Cells within this quantile of all cells' distances from the graph lie beside an edge, wherever they project.
 NEAR_QUANTILE = 0.95
+#: Neighbours per cell of the neighbourhood graph whose falling apart at an edge marks a bridge (scanpy's default).
+KNN_NEIGHBOURS = 15
+#: Cells, spread over the data, on which that graph is built.
+KNN_CELLS = 3000
+#: Cells of that sample each side of an edge must hold, besides :data:`MIN_SIDE`, for the graph's falling apart to count.
+MIN_GROUP = 4 * KNN_NEIGHBOURS
 
 
 @dataclass(frozen=True)
@@ -62,12 +85,16 @@ class GapEdges:
         E × 2 undirected edges (i < j) of the graph.
     score
         Longest empty stretch along each edge, in noise widths.
+    crossings
+        Neighbour pairs whose two cells lie on either side of each edge; -1 where a side holds
+        less than :data:`MIN_SIDE` or :data:`MIN_GROUP` of the sampled cells.
     flagged
-        Boolean mask of the edges whose score exceeds the threshold.
+        Boolean mask of the edges whose score exceeds the threshold or that no neighbour pair crosses.
     """
 
     edges: np.ndarray
     score: np.ndarray
+    crossings: np.ndarray
     flagged: np.ndarray
 
 
@@ -84,7 +111,7 @@ def gap_edges(
     n_edges = edges.shape[0]
     score = np.zeros(n_edges)
     if n_edges == 0:
-        return GapEdges(edges, score, np.zeros(0, dtype=bool))
+        return GapEdges(edges, score, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=bool))
     start, end, t = projection.edge_start, projection.edge_end, projection.fraction
     low, high = np.minimum(start, end), np.maximum(start, end)
     # each cell's position along its edge, measured from the lower node
@@ -127,7 +154,30 @@ def gap_edges(
     # a gap that cuts off a handful of cells is an outlier, not a separate cluster
     side = _smaller_side(adjacency, edges, np.bincount(start, minlength=nodes.shape[0]))
     score[side < MIN_SIDE * start.size] = 0.0
-    return GapEdges(edges=edges, score=score, flagged=score > min_gap)
+    crossings = _neighbour_crossings(points, adjacency, edges, np.where(t < 0.5, start, end))
+    return GapEdges(edges=edges, score=score, crossings=crossings, flagged=(score > min_gap) | (crossings == 0))
+
+
+def _neighbour_crossings(points: np.ndarray, adjacency: sparse.spmatrix, edges: np.ndarray,
+                         node: np.ndarray) -> np.ndarray:
+    """For each edge of a forest, the pairs of the cells' :data:`KNN_NEIGHBOURS`-nearest-neighbour graph
+    (on up to :data:`KNN_CELLS` cells spread over the data) whose cells lie on either side of it; ``node``
+    is each cell's node. -1 where a side holds less than :data:`MIN_SIDE` or :data:`MIN_GROUP` of those
+    cells, or the edge is on a cycle."""
+    crossings = np.full(edges.shape[0], -1, dtype=np.intp)
+    sample = np.linspace(0, points.shape[0] - 1, min(points.shape[0], KNN_CELLS)).astype(np.intp)
+    if sample.size <= KNN_NEIGHBOURS:
+        return crossings
+    pairs = node[sample][knn_edges(points[sample], KNN_NEIGHBOURS)]
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    between, count = np.unique(np.sort(pairs, axis=1), axis=0, return_counts=True)
+    forest = _Forest(adjacency, np.bincount(node[sample], minlength=adjacency.shape[0]))
+    for e, (u, v) in enumerate(edges):
+        if forest.smaller_side(u, v) < max(MIN_SIDE * sample.size, MIN_GROUP):
+            continue
+        child = forest.child(u, v)
+        crossings[e] = int(count[forest.is_below(child, between[:, 0]) != forest.is_below(child, between[:, 1])].sum())
+    return crossings
 
 
 def _empty_stretches(edges: np.ndarray, lengths: np.ndarray, fractions: list[np.ndarray], segments) -> np.ndarray:
@@ -173,26 +223,55 @@ def _fractions_near(points: np.ndarray, low: np.ndarray, high: np.ndarray, radiu
 
 def _smaller_side(adjacency: sparse.spmatrix, edges: np.ndarray, mass: np.ndarray) -> np.ndarray:
     """For each edge of a forest, the cells on the smaller side of it (inf for an edge on a cycle)."""
-    n_nodes = mass.size
-    parent = np.full(n_nodes, -1, dtype=np.intp)
-    subtree = mass.astype(float).copy()
-    component_mass = np.zeros(n_nodes)
-    seen = np.zeros(n_nodes, dtype=bool)
-    for first in range(n_nodes):
-        if seen[first]:
-            continue
-        order, predecessor = csgraph.breadth_first_order(adjacency, first, directed=False, return_predecessors=True)
-        seen[order] = True
-        for node in order[::-1][:-1]:  # leaves first; the start node has no parent
-            subtree[predecessor[node]] += subtree[node]
-        parent[order[1:]] = predecessor[order[1:]]
-        component_mass[order] = subtree[first]
-    side = np.full(edges.shape[0], np.inf)
-    for e, (u, v) in enumerate(edges):
-        child = v if parent[v] == u else (u if parent[u] == v else -1)
-        if child >= 0:  # tree edge (on a cycle neither end is the other's parent for every edge)
-            side[e] = min(subtree[child], component_mass[child] - subtree[child])
-    return side
+    forest = _Forest(adjacency, mass)
+    return np.array([forest.smaller_side(u, v) for u, v in edges], dtype=float)
+
+
+class _Forest:
+    """A forest rooted at the lowest node of each component, ``mass`` (per node) summed below each node.
+
+    Depth-first order numbers each subtree contiguously: x lies below v iff
+    ``first[v] <= first[x] < last[v]``.
+    """
+
+    def __init__(self, adjacency: sparse.spmatrix, mass: np.ndarray):
+        n_nodes = mass.size
+        self.first = np.zeros(n_nodes, dtype=np.intp)
+        size = np.ones(n_nodes, dtype=np.intp)
+        self.parent = np.full(n_nodes, -1, dtype=np.intp)
+        self.component_mass = np.zeros(n_nodes)
+        seen = np.zeros(n_nodes, dtype=bool)
+        offset = 0
+        for origin in range(n_nodes):
+            if seen[origin]:
+                continue
+            order, predecessor = csgraph.depth_first_order(adjacency, origin, directed=False,
+                                                           return_predecessors=True)
+            seen[order] = True
+            self.first[order] = offset + np.arange(order.size)
+            for node in order[::-1][:-1]:  # leaves first; the start node has no parent
+                size[predecessor[node]] += size[node]
+            self.parent[order[1:]] = predecessor[order[1:]]
+            self.component_mass[order] = mass[order].sum()
+            offset += order.size
+        self.last = self.first + size
+        cumulative = np.concatenate([[0.0], np.cumsum(mass[np.argsort(self.first)], dtype=float)])
+        self.below = cumulative[self.last] - cumulative[self.first]
+
+    def child(self, u: int, v: int) -> int:
+        """The end of edge (u, v) below the other; -1 on a cycle, where neither is the other's parent."""
+        return v if self.parent[v] == u else (u if self.parent[u] == v else -1)
+
+    def smaller_side(self, u: int, v: int) -> float:
+        """The mass on the smaller side of edge (u, v); inf on a cycle."""
+        child = self.child(u, v)
+        if child < 0:
+            return np.inf
+        return float(min(self.below[child], self.component_mass[child] - self.below[child]))
+
+    def is_below(self, child: int, nodes: np.ndarray) -> np.ndarray:
+        """Whether each of ``nodes`` lies in the subtree of ``child``."""
+        return (self.first[child] <= self.first[nodes]) & (self.first[nodes] < self.last[child])
 
 
 def _lookup(edges: np.ndarray, low: np.ndarray, high: np.ndarray, n_nodes: int) -> np.ndarray:
