@@ -3,7 +3,7 @@ import pytest
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from scskeleton._core.graphs import degrees, edge_list, laplacian, minimum_spanning_tree
+from scskeleton._core.graphs import degrees, edge_list, knn_edges, laplacian, minimum_spanning_tree
 
 
 def test_mst_has_k_minus_one_edges_and_is_connected():
@@ -44,3 +44,17 @@ def test_mst_is_minimal_when_nodes_nearly_coincide():
     graph = nx.from_numpy_array(cost)
     best = sum(w for _, _, w in nx.minimum_spanning_tree(graph).edges(data="weight"))
     assert ours == pytest.approx(best, rel=1e-12)
+
+
+@pytest.mark.parametrize("n_neighbors", [1, 4, 15])
+def test_knn_edges_are_the_nearest_with_ties_broken_by_index(n_neighbors):
+    # coordinates on a coarse grid and duplicated points: many ties at the k-th distance
+    rng = np.random.default_rng(0)
+    points = np.vstack([rng.integers(0, 4, size=(150, 2)), np.repeat(rng.normal(size=(30, 2)), 3, axis=0)]).astype(float)
+    distances = ((points[:, None] - points[None]) ** 2).sum(-1)
+    np.fill_diagonal(distances, np.inf)
+    nearest = np.argsort(distances, axis=1, kind="stable")[:, :n_neighbors]
+    heads = np.repeat(np.arange(points.shape[0]), n_neighbors)
+    expected = np.unique(np.sort(np.column_stack([heads, nearest.ravel()]), axis=1), axis=0)
+    for chunk_rows in (7, 2048):
+        np.testing.assert_array_equal(knn_edges(points, n_neighbors, chunk_rows=chunk_rows), expected)

@@ -97,24 +97,28 @@ def knn_edges(points: np.ndarray, n_neighbors: int, *, chunk_rows: int = 2048) -
     """Undirected edges joining each point to its ``n_neighbors`` nearest others.
 
     The union over both directions (symmetrised), as an E × 2 array (i < j),
-    sorted. Distances are computed in row blocks, so memory is
-    O(chunk_rows · K) however many points there are. Ties are broken by index.
+    sorted. Distances are computed in row blocks of at most ``chunk_rows`` rows and
+    about 2²⁰ distances, so memory is O(min(chunk_rows · N, 2²⁰)) however many points
+    there are. Ties are broken by index.
     """
     n_points = points.shape[0]
     if not 1 <= n_neighbors < n_points:
         raise ValueError(f"n_neighbors must be between 1 and {n_points - 1} (the number of nodes - 1); got {n_neighbors}.")
+    rows_per_block = max(1, min(chunk_rows, (1 << 20) // n_points))
     heads, tails = [], []
-    for start in range(0, n_points, chunk_rows):
-        block = distance.cdist(points[start : start + chunk_rows], points, "sqeuclidean")
+    for start in range(0, n_points, rows_per_block):
+        block = distance.cdist(points[start : start + rows_per_block], points, "sqeuclidean")
         rows = np.arange(block.shape[0])
         block[rows, start + rows] = np.inf  # not its own neighbour
         # the n_neighbors smallest of each row, ties at the last one broken by index (a full sort costs
         # log N times as much: 1.2 s against 0.3 s on 4,000 points)
         kth = np.partition(block, n_neighbors - 1, axis=1)[:, n_neighbors - 1 : n_neighbors]
-        closer = block < kth
-        tied = block == kth
-        missing = n_neighbors - closer.sum(axis=1, keepdims=True)
-        chosen = closer | (tied & (np.cumsum(tied, axis=1) <= missing))
+        chosen = block <= kth
+        surplus = np.flatnonzero(chosen.sum(axis=1) > n_neighbors)
+        if surplus.size:  # more than one point at the last distance: keep the lowest indices
+            tied = block[surplus] == kth[surplus]
+            missing = n_neighbors - (block[surplus] < kth[surplus]).sum(axis=1, keepdims=True)
+            chosen[surplus] = (block[surplus] < kth[surplus]) | (tied & (np.cumsum(tied, axis=1) <= missing))
         row_ids, nearest = np.nonzero(chosen)
         heads.append(start + row_ids)
         tails.append(nearest)
