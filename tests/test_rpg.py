@@ -207,6 +207,16 @@ def test_use_rep_x_works():
     assert spearmanr(adata.obs["rpg_pseudotime"], adata.obs["true_position"])[0] >= 0.95
 
 
+@pytest.mark.parametrize("n_cells, expected", [(8, 7), (11, 10), (300, 10)])
+def test_l1_graph_defaults_fit_a_handful_of_cells(n_cells, expected):
+    # the default of 10 candidate neighbours needs 11 nodes; fewer nodes take K - 1, as tl.rpg accepts them
+    adata = sks.datasets.circle(n_cells, random_state=0)
+    sks.tl.rpg_l1(adata)
+    assert adata.uns["rpg_l1"]["params"]["n_neighbors"] == expected
+    with pytest.raises(ValueError, match="n_neighbors"):
+        sks.tl.rpg_l1(adata, n_nodes=6, n_neighbors=10)  # an explicit value is checked, not lowered
+
+
 @pytest.mark.parametrize(
     "function, kwargs, error, fragment",
     [

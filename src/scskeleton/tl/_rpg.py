@@ -181,7 +181,7 @@ def rpg_l1(
     sigma: float | None = None,
     gamma: float = 10.0,
     lam: float = 1.0,
-    n_neighbors: int = 10,
+    n_neighbors: int | None = None,
     maxiter: int = 50,
     tol: float = 1e-4,
     over_relax: bool = True,
@@ -231,9 +231,9 @@ def rpg_l1(
         Weight of the ℓ1 reconstruction error; larger values keep more edges.
         In units of ``use_rep`` (the graph length is in squared units).
     n_neighbors
-        Candidate edges per landmark (symmetrised), fewer than K. Default 10.
-        Edges outside this set are never created, so it bounds which parts of
-        the data can be joined.
+        Candidate edges per landmark (symmetrised), fewer than K. ``None``: 10,
+        or K − 1 on graphs of fewer than 11 nodes. Edges outside this set are
+        never created, so it bounds which parts of the data can be joined.
     key_added
         Key of the results; default ``"rpg_l1"``.
 
@@ -310,6 +310,8 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
             data = data[:, : columns.n_columns]
         if columns.weak and columns.principal:
             resolved_nodes = min(core.MIN_NODES, n_cells)
+    if graph == "l1" and n_neighbors is None:
+        n_neighbors = min(core.L1_NEIGHBORS, max(int(resolved_nodes) - 1, 1))
     if chunked:
         from .._dask.rpg import rpg_chunked as fit
     else:

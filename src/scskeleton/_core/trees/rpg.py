@@ -139,6 +139,10 @@ def default_n_nodes(n_points: int) -> int:
     return default_n_centers(n_points, most=None)
 
 
+#: Candidate neighbours per landmark of the ℓ1 graph used when none is given (fewer on graphs of at most this many nodes).
+L1_NEIGHBORS = 10
+
+
 def default_l1_nodes(n_points: int) -> int:
     """K used by the ℓ1 graph when none is given: the principal tree's
     :func:`default_n_nodes` (a node per ten points, 50 to about 150 k-means landmarks).
