@@ -152,13 +152,14 @@ def gap_edges(
         score = np.divide(_empty_stretches(edges, lengths, fractions, segments), width, out=np.zeros(n_edges),
                           where=width > 0)
     # a gap that cuts off a handful of cells is an outlier, not a separate cluster
-    side = _smaller_side(adjacency, edges, np.bincount(start, minlength=nodes.shape[0]))
+    forest = _RootedForest(adjacency)
+    side = forest.smaller_sides(edges, np.bincount(start, minlength=nodes.shape[0]))
     score[side < MIN_SIDE * start.size] = 0.0
-    crossings = _neighbour_crossings(points, adjacency, edges, np.where(t < 0.5, start, end))
+    crossings = _neighbour_crossings(points, forest, edges, np.where(t < 0.5, start, end))
     return GapEdges(edges=edges, score=score, crossings=crossings, flagged=(score > min_gap) | (crossings == 0))
 
 
-def _neighbour_crossings(points: np.ndarray, adjacency: sparse.spmatrix, edges: np.ndarray,
+def _neighbour_crossings(points: np.ndarray, forest: _RootedForest, edges: np.ndarray,
                          node: np.ndarray) -> np.ndarray:
     """For each edge of a forest, the pairs of the cells' :data:`KNN_NEIGHBOURS`-nearest-neighbour graph
     (on up to :data:`KNN_CELLS` cells spread over the data) whose cells lie on either side of it; ``node``
@@ -171,11 +172,9 @@ def _neighbour_crossings(points: np.ndarray, adjacency: sparse.spmatrix, edges: 
     pairs = node[sample][knn_edges(points[sample], KNN_NEIGHBOURS)]
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
     between, count = np.unique(np.sort(pairs, axis=1), axis=0, return_counts=True)
-    forest = _Forest(adjacency, np.bincount(node[sample], minlength=adjacency.shape[0]))
-    for e, (u, v) in enumerate(edges):
-        if forest.smaller_side(u, v) < max(MIN_SIDE * sample.size, MIN_GROUP):
-            continue
-        child = forest.child(u, v)
+    side = forest.smaller_sides(edges, np.bincount(node[sample], minlength=forest.first.size))
+    for e in np.flatnonzero(side >= max(MIN_SIDE * sample.size, MIN_GROUP)):
+        child = forest.child(*edges[e])
         crossings[e] = int(count[forest.is_below(child, between[:, 0]) != forest.is_below(child, between[:, 1])].sum())
     return crossings
 
@@ -221,25 +220,16 @@ def _fractions_near(points: np.ndarray, low: np.ndarray, high: np.ndarray, radiu
     return np.concatenate(out)
 
 
-def _smaller_side(adjacency: sparse.spmatrix, edges: np.ndarray, mass: np.ndarray) -> np.ndarray:
-    """For each edge of a forest, the cells on the smaller side of it (inf for an edge on a cycle)."""
-    forest = _Forest(adjacency, mass)
-    return np.array([forest.smaller_side(u, v) for u, v in edges], dtype=float)
+class _RootedForest:
+    """A forest rooted at the lowest node of each component. Depth-first order numbers each subtree
+    contiguously: x lies below v iff ``first[v] <= first[x] < last[v]``."""
 
-
-class _Forest:
-    """A forest rooted at the lowest node of each component, ``mass`` (per node) summed below each node.
-
-    Depth-first order numbers each subtree contiguously: x lies below v iff
-    ``first[v] <= first[x] < last[v]``.
-    """
-
-    def __init__(self, adjacency: sparse.spmatrix, mass: np.ndarray):
-        n_nodes = mass.size
+    def __init__(self, adjacency: sparse.spmatrix):
+        n_nodes = adjacency.shape[0]
         self.first = np.zeros(n_nodes, dtype=np.intp)
         size = np.ones(n_nodes, dtype=np.intp)
         self.parent = np.full(n_nodes, -1, dtype=np.intp)
-        self.component_mass = np.zeros(n_nodes)
+        self.component = np.zeros(n_nodes, dtype=np.intp)
         seen = np.zeros(n_nodes, dtype=bool)
         offset = 0
         for origin in range(n_nodes):
@@ -252,26 +242,28 @@ class _Forest:
             for node in order[::-1][:-1]:  # leaves first; the start node has no parent
                 size[predecessor[node]] += size[node]
             self.parent[order[1:]] = predecessor[order[1:]]
-            self.component_mass[order] = mass[order].sum()
+            self.component[order] = origin
             offset += order.size
         self.last = self.first + size
-        cumulative = np.concatenate([[0.0], np.cumsum(mass[np.argsort(self.first)], dtype=float)])
-        self.below = cumulative[self.last] - cumulative[self.first]
 
     def child(self, u: int, v: int) -> int:
         """The end of edge (u, v) below the other; -1 on a cycle, where neither is the other's parent."""
         return v if self.parent[v] == u else (u if self.parent[u] == v else -1)
 
-    def smaller_side(self, u: int, v: int) -> float:
-        """The mass on the smaller side of edge (u, v); inf on a cycle."""
-        child = self.child(u, v)
-        if child < 0:
-            return np.inf
-        return float(min(self.below[child], self.component_mass[child] - self.below[child]))
-
     def is_below(self, child: int, nodes: np.ndarray) -> np.ndarray:
         """Whether each of ``nodes`` lies in the subtree of ``child``."""
         return (self.first[child] <= self.first[nodes]) & (self.first[nodes] < self.last[child])
+
+    def smaller_sides(self, edges: np.ndarray, mass: np.ndarray) -> np.ndarray:
+        """For each edge, the ``mass`` (per node) on its smaller side; inf for an edge on a cycle."""
+        cumulative = np.concatenate([[0.0], np.cumsum(mass[np.argsort(self.first)], dtype=float)])
+        below = cumulative[self.last] - cumulative[self.first]
+        total = np.bincount(self.component, weights=mass, minlength=mass.size)[self.component]
+        child = np.array([self.child(u, v) for u, v in edges], dtype=np.intp)
+        side = np.full(edges.shape[0], np.inf)
+        tree = child >= 0
+        side[tree] = np.minimum(below[child[tree]], total[child[tree]] - below[child[tree]])
+        return side
 
 
 def _lookup(edges: np.ndarray, low: np.ndarray, high: np.ndarray, n_nodes: int) -> np.ndarray:
