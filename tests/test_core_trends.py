@@ -505,6 +505,16 @@ def test_a_short_branch_beside_a_long_crowded_one_keeps_its_df_and_the_level():
         assert (result.pvals < 0.05).mean() < 0.08, registration
 
 
+def test_the_warp_takes_any_df_the_branch_test_takes():
+    """The test adds each branch's own knots where one set of knots cannot carry ``df``; the warp's
+    choice of genes used the common knots alone and raised at df = 14 on 10 knots (12 splines)."""
+    values, learned, groups = _stretched_fork(1.3, n_genes=40)
+    unwarped = branches.branch_test(values, np.arange(900), learned, groups, df=14.0, registration="none")
+    warped = branches.branch_test(values, np.arange(900), learned, groups, df=14.0, registration="fit")
+    assert unwarped.df_shared == pytest.approx(14.0) and warped.df_shared == pytest.approx(14.0)
+    assert (warped.pvals < 0.05).mean() < (unwarped.pvals < 0.05).mean()
+
+
 def test_both_registrations_give_each_gene_the_larger_p_value():
     """``"both"`` (the branch test's default) compares the branches on the registered axis and on the
     pseudotime as it is and keeps each gene's larger p-value; ``"fit"`` (the fork test's default) and

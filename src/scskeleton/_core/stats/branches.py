@@ -394,6 +394,9 @@ def _timed_genes(block, spread: np.ndarray, times: np.ndarray, *, n_knots: int, 
     varying = np.flatnonzero(spread > 0)
     basis = spline_basis(times, n_knots)
     design = basis.design(times)
+    # the test may carry more df than one curve on these knots (it adds each branch's own knots):
+    # choosing the genes needs no more than the knots allow
+    df = adapt_df(df, [design.T @ design], basis.penalty, "The cells the warp is fitted on")
     part = block[:, varying]
     means = np.asarray(part.mean(axis=0)).ravel()
     # Bᵀ(x - mean)/spread for every gene at once, without densifying a sparse block
