@@ -57,8 +57,8 @@ def fork_test(
     log fold change). Per gene, one curve per branch is compared with one
     shared curve over the window's cells by an F test (p-values from its
     exact null under Gaussian noise around one shared curve, by a saddlepoint
-    approximation; as in :func:`branch_test`) with Benjamini–Hochberg
-    correction.
+    approximation; as in :func:`branch_test`, with its count test for
+    sparse genes in a small branch) with Benjamini–Hochberg correction.
     {model}
     As in :func:`branch_test`, each branch's pseudotime past the fork is
     warped onto one axis (a shift and a monotone map per branch, shared by

@@ -8,7 +8,15 @@ import numpy as np
 from scipy import linalg, sparse, stats
 
 from ..validation import check_integer, check_positive
-from .inference import MIN_VARYING_CELLS, NullMean, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
+from .inference import (
+    MIN_VARYING_CELLS,
+    NullMean,
+    benjamini_hochberg,
+    blank_degenerate,
+    f_test,
+    form_f_pvalues,
+    sparse_count_pvalues,
+)
 from .splines import (
     adapt_df,
     basis_for_curves,
@@ -558,6 +566,11 @@ def branch_test(
     warp undoes, while where most genes part gradually after the fork, the
     warp mistakes their delays for a difference of pace (:func:`_combined`).
 
+    A sparse gene in a small branch (fewer than
+    :data:`~.inference.MIN_EXPECTED_VARYING` of its varying cells expected
+    there) gets the larger of the F test's p-value and a count test's
+    (:func:`~.inference.sparse_count_pvalues`), in both tests.
+
     ``names`` name the branches in error messages (default ``"branch b"``).
     A branch with no more cells than ``df``, or whose cells cannot support
     ``df`` degrees of freedom, raises a ValueError.
@@ -865,6 +878,10 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
     mean = _shared_null_mean(stats_, basis.penalty, df, rss / moments[2], n_blocks=n_branches + 1)
     exact = form_f_pvalues(fstat, *forms, float(stats_.gram.sum()), mean=mean)
     pvals = np.where(np.isnan(exact), approximate, exact)
+    # a sparse gene's few non-zero values in a small branch are not Gaussian: its p-value must also
+    # pass the count test there (MIN_EXPECTED_VARYING; an intersection-union of the two)
+    pvals = np.fmax(pvals, sparse_count_pvalues(stats_.n_varying_by_group, stats_.n_cells,
+                                                np.arange(1, n_branches + 1)))
     degenerate = stats_.n_varying < MIN_VARYING_CELLS
     fstat, pvals = blank_degenerate(degenerate, fstat, pvals)
     return _Comparison(basis=basis, shared=shared, fits=fits, fstat=fstat, pvals=pvals, counts=counts,

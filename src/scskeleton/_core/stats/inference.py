@@ -25,6 +25,9 @@ evaluates by a saddlepoint approximation:
   curve (:class:`NullMean`): the fits smooth a switch-like shared trend
   differently on branches whose cells lie at different times, and that
   difference of bias is part of F under the null (non-central weights).
+  Where a branch would hold too few of a sparse gene's non-zero values for
+  their mean to be Gaussian, the p-value must also pass a count test
+  (:func:`sparse_count_pvalues`).
 
 p-values are corrected by Benjamini–Hochberg.
 """
@@ -40,6 +43,12 @@ from scipy import stats
 #: carries no trend to test: it gets F = 0, p = 1 and R² = 0 (a handful of outlying values,
 #: or rounding noise on a constant, could otherwise give any p-value at all).
 MIN_VARYING_CELLS = 5
+
+#: The F test of branches leans on a Gaussian mean of each branch's cells; where a branch expects
+#: fewer than this many cells off the gene's most common value (Cochran's rule for the χ²
+#: approximation), a sparse gene's handful of non-zero values there is far from Gaussian, and its
+#: p-value must also pass a count test (:func:`sparse_count_pvalues`).
+MIN_EXPECTED_VARYING = 5.0
 
 
 def f_test(rss_null, rss_alt, gain, gain_sq, residual, residual_sq) -> tuple[np.ndarray, np.ndarray]:
@@ -221,6 +230,31 @@ def chi2_mixture_positive(
     regular = (np.abs(root) > 1e-3) & np.isfinite(value)
     out[some_positive] = np.where(regular, np.clip(value, 0.0, 1.0), np.nan)
     return out
+
+
+def sparse_count_pvalues(n_varying_by_group: np.ndarray, n_cells: np.ndarray, compared: np.ndarray) -> np.ndarray:
+    """Per gene (G): where a ``compared`` group expects fewer than :data:`MIN_EXPECTED_VARYING` cells off
+    the gene's most common value, the p-value of how many it holds; 0 elsewhere.
+
+    Expected at the rate of all the groups' cells (``n_varying_by_group``: groups × G, ``n_cells``: per
+    group). Given the gene's K varying cells, a group of n_b of the N cells holds Binomial(K, n_b / N)
+    of them were the gene alike everywhere; the two-sided p-value (twice the smaller tail) of each
+    group that expects too few, times their number (Bonferroni), capped at 1. The expectation reads
+    only the gene's total, so a gene is checked whatever way its varying cells fall among the groups.
+    """
+    counts = np.asarray(n_varying_by_group, dtype=float)
+    n_cells = np.asarray(n_cells, dtype=float)
+    total = counts.sum(axis=0)
+    share = n_cells / max(n_cells.sum(), 1.0)
+    compared = np.asarray(compared)
+    sparse = share[compared][:, None] * total[None, :] < MIN_EXPECTED_VARYING  # compared × G
+    observed, shares = counts[compared], share[compared][:, None]
+    upper = stats.binom.sf(observed - 1, total[None, :], shares)
+    lower = stats.binom.cdf(observed, total[None, :], shares)
+    two_sided = np.minimum(1.0, 2.0 * np.minimum(upper, lower))
+    n_sparse = sparse.sum(axis=0)
+    smallest = np.where(sparse, two_sided, np.inf).min(axis=0)
+    return np.where(n_sparse > 0, np.minimum(1.0, smallest * np.maximum(n_sparse, 1)), 0.0)
 
 
 def blank_degenerate(degenerate: np.ndarray, fstat: np.ndarray, pvals: np.ndarray, *more: np.ndarray):

@@ -228,13 +228,15 @@ class SufficientStatistics:
     """Per group g of cells: Gram BᵀB (g × m × m), cross products BᵀY (g × m × G),
     Σ y² (g × G) and the number of cells (g); per gene, ``n_varying`` (G): how
     many cells differ from the gene's most common value, at most (the smaller
-    count against the values of two reference cells)."""
+    count against the values of two reference cells), and ``n_varying_by_group``
+    (g × G) the same cells counted per group (against the same reference)."""
 
     gram: np.ndarray
     cross: np.ndarray
     sumsq: np.ndarray
     n_cells: np.ndarray
     n_varying: np.ndarray
+    n_varying_by_group: np.ndarray
 
 
 def sufficient_statistics(
@@ -270,19 +272,23 @@ def sufficient_statistics(
         expanded = group_design(design, indicator)
         cross = np.zeros((n_genes, n_groups * n_basis))
         sumsq = np.zeros((n_genes, n_groups))
-        differing = np.zeros((2, n_genes))
+        differing = np.zeros((2, n_groups, n_genes))
         for cells, genes, chunk in _chunks(matrix, rows, columns):
             part = block_statistics(chunk, expanded[cells], indicator[cells], references[:, genes])
             cross[genes] += part[0]
             sumsq[genes] += part[1]
-            differing[:, genes] += part[2]
+            differing[:, :, genes] += part[2]
     gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
+    # the reference whose value more cells share is the gene's most common value, or nearer to it
+    closer = np.argmin(differing.sum(axis=1), axis=0)
+    by_group = np.take_along_axis(differing, closer[None, None, :], axis=0)[0]
     return SufficientStatistics(
         gram=gram,
         cross=cross.reshape(n_genes, n_groups, n_basis).transpose(1, 2, 0).copy(),
         sumsq=sumsq.T.copy(),
         n_cells=indicator.sum(axis=0),
-        n_varying=differing.min(axis=0),
+        n_varying=by_group.sum(axis=0),
+        n_varying_by_group=by_group,
     )
 
 
@@ -315,7 +321,7 @@ def group_design(design: np.ndarray, indicator: np.ndarray) -> np.ndarray:
 
 
 def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, references: np.ndarray):
-    """One chunk's share of :class:`SufficientStatistics`: (BᵀY by group, Σ y² by group, cells off each reference).
+    """One chunk's share of :class:`SufficientStatistics`: (BᵀY by group, Σ y² by group, cells off each reference by group).
 
     ``chunk`` is cells × genes as float64 (dense or sparse), ``expanded`` its
     cells' :func:`group_design` rows, ``indicator`` their groups (one-hot) and
@@ -333,7 +339,7 @@ def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, referen
     return (
         np.asarray(chunk.T @ expanded),
         np.asarray(squared.T @ indicator),
-        _count_differing(chunk, references),
+        _count_differing(chunk, references, indicator),
     )
 
 
@@ -349,22 +355,23 @@ def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> 
     return np.asarray(picked.toarray() if sparse.issparse(picked) else picked, dtype=np.float64)
 
 
-def _count_differing(chunk, references: np.ndarray) -> np.ndarray:
-    """Per reference row r and gene (column), the cells of ``chunk`` whose value differs from ``references[r]``."""
-    n_rows, n_cols = chunk.shape
+def _count_differing(chunk, references: np.ndarray, indicator: np.ndarray) -> np.ndarray:
+    """Per reference row r, group and gene, the cells of ``chunk`` whose value differs from ``references[r]``
+    (``indicator``: the cells' groups, one-hot); references × groups × genes."""
     if not sparse.issparse(chunk):
-        return np.stack([(chunk != reference[None, :]).sum(axis=0) for reference in references])
-    if chunk.format == "csr":
-        cols, data = chunk.indices, chunk.data
-    else:
-        coo = chunk.tocoo()
-        cols, data = coo.col, coo.data
-    stored = np.bincount(cols, minlength=n_cols)
-    out = np.empty((len(references), n_cols))
+        return np.stack([((chunk != reference[None, :]).T @ indicator).T for reference in references])
+    csr = sparse.csr_matrix(chunk)
+    shape = csr.shape
+    cells = np.repeat(np.arange(shape[0]), np.diff(csr.indptr))
+    cols, data = csr.indices, csr.data
+    per_group = indicator.sum(axis=0)[:, None]
+    out = np.empty((len(references), indicator.shape[1], shape[1]))
     for r, reference in enumerate(references):
-        equal = np.bincount(cols[data == reference[cols]], minlength=n_cols)
-        implicit_equal = np.where(reference == 0, n_rows - stored, 0)  # zeros not stored
-        out[r] = n_rows - equal - implicit_equal
+        equal = data == reference[cols]
+        stored_equal = np.asarray(indicator.T @ sparse.csr_matrix((equal.astype(float), (cells, cols)), shape=shape))
+        stored_other = np.asarray(indicator.T @ sparse.csr_matrix(((~equal).astype(float), (cells, cols)), shape=shape))
+        # against a zero the zeros not stored agree too: only stored values off it differ
+        out[r] = np.where(reference[None, :] == 0, stored_other, per_group - stored_equal)
     return out
 
 
