@@ -358,20 +358,25 @@ def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> 
 def _count_differing(chunk, references: np.ndarray, indicator: np.ndarray) -> np.ndarray:
     """Per reference row r, group and gene, the cells of ``chunk`` whose value differs from ``references[r]``
     (``indicator``: the cells' groups, one-hot); references × groups × genes."""
+    n_rows, n_cols = chunk.shape
+    n_groups = indicator.shape[1]
+    group_of = np.argmax(indicator, axis=1)
+    per_group = np.bincount(group_of, minlength=n_groups)[:, None]
     if not sparse.issparse(chunk):
-        return np.stack([((chunk != reference[None, :]).T @ indicator).T for reference in references])
-    csr = sparse.csr_matrix(chunk)
-    shape = csr.shape
-    cells = np.repeat(np.arange(shape[0]), np.diff(csr.indptr))
+        members = [np.flatnonzero(group_of == g) for g in range(n_groups)]
+        return np.stack([np.stack([(chunk[rows] != reference[None, :]).sum(axis=0) for rows in members])
+                         for reference in references]).astype(float)
+    csr = chunk if chunk.format == "csr" else sparse.csr_matrix(chunk)
     cols, data = csr.indices, csr.data
-    per_group = indicator.sum(axis=0)[:, None]
-    out = np.empty((len(references), indicator.shape[1], shape[1]))
+    # each stored value's (group, gene) slot; 32-bit where it fits, as the matrix's own indices
+    index_type = np.int32 if n_groups * n_cols < np.iinfo(np.int32).max else np.int64
+    slot = np.repeat(group_of.astype(index_type), np.diff(csr.indptr)) * index_type(n_cols) + cols.astype(index_type)
+    stored = np.bincount(slot, minlength=n_groups * n_cols).reshape(n_groups, n_cols)
+    out = np.empty((len(references), n_groups, n_cols))
     for r, reference in enumerate(references):
-        equal = data == reference[cols]
-        stored_equal = np.asarray(indicator.T @ sparse.csr_matrix((equal.astype(float), (cells, cols)), shape=shape))
-        stored_other = np.asarray(indicator.T @ sparse.csr_matrix(((~equal).astype(float), (cells, cols)), shape=shape))
-        # against a zero the zeros not stored agree too: only stored values off it differ
-        out[r] = np.where(reference[None, :] == 0, stored_other, per_group - stored_equal)
+        equal = np.bincount(slot[data == reference[cols]], minlength=n_groups * n_cols).reshape(n_groups, n_cols)
+        implicit_equal = np.where(reference[None, :] == 0, per_group - stored, 0)  # zeros not stored
+        out[r] = per_group - equal - implicit_equal
     return out
 
 
