@@ -637,6 +637,26 @@ def test_varying_cells_are_counted_per_group_for_dense_and_sparse_input():
     np.testing.assert_array_equal(result.n_varying, brute.sum(axis=1).min(axis=0))
 
 
+def test_the_count_test_is_the_binomial_test_of_the_branches_expecting_too_few():
+    n_cells = np.array([100, 800, 40])  # trunk, a large and a small branch
+    varying = np.array([[10, 50, 10, 0],  # trunk: varying cells of four genes
+                        [80, 400, 20, 3],  # large branch
+                        [10, 50, 15, 1]])  # small branch
+    pvals = inference.sparse_count_pvalues(varying, n_cells, np.array([1, 2]))
+    assert pvals[1] == 0.0  # 500 varying cells: the small branch expects 21, the F test alone decides
+    for gene in (0, 2, 3):
+        total = varying[:, gene].sum()
+        checked = []  # two-sided binomial p of each branch that expects fewer than 5 (gene 3: both)
+        for branch in (1, 2):
+            share = n_cells[branch] / n_cells.sum()
+            if share * total < 5:
+                held = varying[branch, gene]
+                checked.append(2 * min(stats.binom.sf(held - 1, total, share), stats.binom.cdf(held, total, share)))
+        assert pvals[gene] == pytest.approx(min(1.0, min(checked) * len(checked)), rel=1e-9)
+    assert pvals[2] < 1e-6  # 15 of 45 where 1.9 are expected: a marker of the small branch stands
+    assert 0.01 < pvals[0] < 0.05 and pvals[3] > 0.5  # 10 of 100 where 4.3 are expected; 1 of 4 where 0.2
+
+
 def test_sparse_genes_in_a_small_branch_hold_the_level_and_its_markers_are_found():
     """A branch of 40 cells beside one of 800: null genes of log counts with a few non-zero values in the
     small branch gave F p-values far below their level (fork test: 5.4 % below 0.01, 2.5 % below 0.001),

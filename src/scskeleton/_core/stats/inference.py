@@ -247,14 +247,15 @@ def sparse_count_pvalues(n_varying_by_group: np.ndarray, n_cells: np.ndarray, co
     total = counts.sum(axis=0)
     share = n_cells / max(n_cells.sum(), 1.0)
     compared = np.asarray(compared)
-    sparse = share[compared][:, None] * total[None, :] < MIN_EXPECTED_VARYING  # compared × G
-    observed, shares = counts[compared], share[compared][:, None]
+    shares = share[compared][:, None]
+    too_few = shares * total[None, :] < MIN_EXPECTED_VARYING  # compared × G
+    observed = counts[compared]
     upper = stats.binom.sf(observed - 1, total[None, :], shares)
     lower = stats.binom.cdf(observed, total[None, :], shares)
     two_sided = np.minimum(1.0, 2.0 * np.minimum(upper, lower))
-    n_sparse = sparse.sum(axis=0)
-    smallest = np.where(sparse, two_sided, np.inf).min(axis=0)
-    return np.where(n_sparse > 0, np.minimum(1.0, smallest * np.maximum(n_sparse, 1)), 0.0)
+    n_checked = too_few.sum(axis=0)
+    smallest = np.where(too_few, two_sided, np.inf).min(axis=0)
+    return np.where(n_checked > 0, np.minimum(1.0, smallest * np.maximum(n_checked, 1)), 0.0)
 
 
 def blank_degenerate(degenerate: np.ndarray, fstat: np.ndarray, pvals: np.ndarray, *more: np.ndarray):

@@ -358,14 +358,17 @@ def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> 
 def _count_differing(chunk, references: np.ndarray, indicator: np.ndarray) -> np.ndarray:
     """Per reference row r, group and gene, the cells of ``chunk`` whose value differs from ``references[r]``
     (``indicator``: the cells' groups, one-hot); references × groups × genes."""
-    n_rows, n_cols = chunk.shape
+    n_cols = chunk.shape[1]
     n_groups = indicator.shape[1]
     group_of = np.argmax(indicator, axis=1)
     per_group = np.bincount(group_of, minlength=n_groups)[:, None]
     if not sparse.issparse(chunk):
         members = [np.flatnonzero(group_of == g) for g in range(n_groups)]
-        return np.stack([np.stack([(chunk[rows] != reference[None, :]).sum(axis=0) for rows in members])
-                         for reference in references]).astype(float)
+        out = np.empty((len(references), n_groups, n_cols))
+        for r, reference in enumerate(references):
+            differs = chunk != reference[None, :]  # one byte a value; each group's rows summed from it
+            out[r] = [differs[rows].sum(axis=0) for rows in members]
+        return out
     csr = chunk if chunk.format == "csr" else sparse.csr_matrix(chunk)
     cols, data = csr.indices, csr.data
     # each stored value's (group, gene) slot; 32-bit where it fits, as the matrix's own indices
