@@ -116,6 +116,20 @@ def test_sufficient_statistics_agree_for_dense_csr_csc_subsets_and_row_order(mon
     order = rng.permutation(rows.size)  # the cells' order does not matter
     shuffled = splines.sufficient_statistics(matrix, rows[order], design[order], groups[order], 3)
     np.testing.assert_allclose(shuffled.cross, expected_cross, rtol=1e-6, atol=1e-9)
+    # the cells carrying each gene's variation, where the unexpressed cells share one value and where not
+    shifted = dense - 0.01 * rng.random(dense.shape)
+    carriers = {}
+    for values in (dense, shifted):
+        counted = [splines.sufficient_statistics(form, rows, design, groups, 3, count_carriers=True)
+                   for form in (values, sparse.csr_matrix(values), sparse.csc_matrix(values))]
+        for other in counted[1:]:
+            np.testing.assert_array_equal(other.n_carriers_by_group, counted[0].n_carriers_by_group)
+        subset = splines.sufficient_statistics(values, rows, design, groups, 3, columns, count_carriers=True)
+        np.testing.assert_array_equal(subset.n_carriers_by_group, counted[0].n_carriers_by_group[:, columns])
+        carriers[values is dense] = counted[0]
+    np.testing.assert_array_equal(carriers[True].n_carriers_by_group.sum(axis=0), carriers[True].n_varying)
+    stored = np.stack([(dense[rows[groups == g]] != 0).sum(axis=0) for g in range(3)])
+    assert np.abs(carriers[False].n_carriers_by_group - stored).max() <= 3  # a few within the shifted bulk
 
 
 def test_trends_recover_true_curves_given_true_pseudotime():
@@ -619,38 +633,72 @@ def test_degenerate_genes_are_never_significant(kind):
     np.testing.assert_array_equal(branch.fstat[:3], 0.0)
 
 
-def test_varying_cells_are_counted_per_group_for_dense_and_sparse_input():
+def test_cells_are_counted_per_group_for_dense_and_sparse_input():
     rng = np.random.default_rng(21)
     values = rng.poisson(0.3, (60, 12)).astype(float)
     values[:, 3], values[::7, 5] = 2.0, 1.0
+    values[:, 6] = -0.1 - 0.05 * rng.random(60)  # no value shared: a bulk, and a few far from it
+    values[::9, 6] = 5.0
+    values[:, 7] = rng.standard_normal(60)
     stored = sparse.csr_matrix(values)
     stored.data[::4] = 0.0  # explicit zeros stored
     dense = stored.toarray()
     groups = rng.integers(0, 3, 60)
-    references = dense[[0, 30]]
-    brute = np.stack([[(dense[groups == g] != reference).sum(axis=0) for g in range(3)] for reference in references])
+    references = np.vstack([dense[[0, 30]], splines._bulk(dense)])
+    brute = np.stack([[(dense[groups == g] != reference).sum(axis=0) for g in range(3)] for reference in references[:2]])
+    compared = np.isfinite(references[3])  # genes without a value shared by half the sample
+    assert 0 < compared.sum() < 12
+    squared = (dense - references[2]) ** 2 * compared
+    out = squared > np.nan_to_num(references[3]) ** 2
     for matrix in (dense, stored, stored.tocsc(), stored.tocoo()):
-        counted = splines._count_differing(matrix, references, np.eye(3)[groups])
-        np.testing.assert_array_equal(counted, brute)
+        differing, outside, deviations = splines._count_cells(matrix, references, np.eye(3)[groups])
+        np.testing.assert_array_equal(differing, brute)
+        np.testing.assert_array_equal(outside, [out[groups == g].sum(axis=0) for g in range(3)])
+        np.testing.assert_allclose(deviations, [squared.sum(axis=0), (squared * out).sum(axis=0)], rtol=1e-12)
+    assert 0 < out.sum() < out.size
     result = splines.sufficient_statistics(stored, np.arange(60), np.ones((60, 1)), groups, 3)
-    np.testing.assert_array_equal(result.n_varying_by_group.sum(axis=0), result.n_varying)
     np.testing.assert_array_equal(result.n_varying, brute.sum(axis=1).min(axis=0))
+
+
+def test_the_cells_that_carry_a_genes_variation_whatever_its_unexpressed_cells_take():
+    """Log counts: the cells off the shared zero. Pearson residuals of the same counts (each unexpressed
+    cell its own value): for the sparse genes, the cells with a count, give or take a cell of extreme
+    size; the others, within a quarter, or every cell where the cells outside the bulk do not hold most
+    of the variation. Gaussian genes: every cell."""
+    rng = np.random.default_rng(22)
+    n = 900
+    groups = np.repeat([0, 1, 2], [400, 450, 50])
+    size = np.exp(rng.normal(0.0, 0.4, n))
+    mean = size[:, None] * np.exp(rng.uniform(np.log(0.02), np.log(0.3), 40))[None, :]
+    counts = rng.poisson(mean)
+    with_count = np.array([(counts[groups == g] > 0).sum(axis=0) for g in range(3)])
+    logged = splines.sufficient_statistics(sparse.csr_matrix(np.log1p(counts)), np.arange(n), np.ones((n, 1)), groups, 3, count_carriers=True)
+    np.testing.assert_array_equal(logged.n_carriers_by_group, with_count)
+    residuals = splines.sufficient_statistics((counts - mean) / np.sqrt(mean), np.arange(n), np.ones((n, 1)), groups, 3, count_carriers=True)
+    sparse_genes = with_count.sum(axis=0) <= 0.15 * n
+    assert sparse_genes.sum() >= 30
+    carriers = residuals.n_carriers_by_group
+    assert np.abs(carriers - with_count)[:, sparse_genes].max() <= 2
+    total, expected = carriers[:, ~sparse_genes].sum(axis=0), with_count[:, ~sparse_genes].sum(axis=0)
+    assert np.all((np.abs(total - expected) <= 0.25 * expected) | (total == n))
+    gaussian = splines.sufficient_statistics(rng.standard_normal((n, 5)), np.arange(n), np.ones((n, 1)), groups, 3, count_carriers=True)
+    np.testing.assert_array_equal(gaussian.n_carriers_by_group, np.bincount(groups)[:, None] * np.ones((1, 5)))
 
 
 def test_the_count_test_is_the_binomial_test_of_the_branches_expecting_too_few():
     n_cells = np.array([100, 800, 40])  # trunk, a large and a small branch
-    varying = np.array([[10, 50, 10, 0],  # trunk: varying cells of four genes
+    carriers = np.array([[10, 50, 10, 0],  # trunk: cells carrying four genes' variation
                         [80, 400, 20, 3],  # large branch
                         [10, 50, 15, 1]])  # small branch
-    pvals = inference.sparse_count_pvalues(varying, n_cells, np.array([1, 2]))
-    assert pvals[1] == 0.0  # 500 varying cells: the small branch expects 21, the F test alone decides
+    pvals = inference.sparse_count_pvalues(carriers, n_cells, np.array([1, 2]))
+    assert pvals[1] == 0.0  # 500 carriers: the small branch expects 21, the F test alone decides
     for gene in (0, 2, 3):
-        total = varying[:, gene].sum()
-        checked = []  # two-sided binomial p of each branch that expects fewer than 5 (gene 3: both)
+        total = carriers[:, gene].sum()
+        checked = []  # two-sided binomial p of each branch that expects too few (gene 3: both)
         for branch in (1, 2):
             share = n_cells[branch] / n_cells.sum()
-            if share * total < 5:
-                held = varying[branch, gene]
+            if share * total < inference.MIN_EXPECTED_CARRIERS:
+                held = carriers[branch, gene]
                 checked.append(2 * min(stats.binom.sf(held - 1, total, share), stats.binom.cdf(held, total, share)))
         assert pvals[gene] == pytest.approx(min(1.0, min(checked) * len(checked)), rel=1e-9)
     assert pvals[2] < 1e-6  # 15 of 45 where 1.9 are expected: a marker of the small branch stands
@@ -660,29 +708,55 @@ def test_the_count_test_is_the_binomial_test_of_the_branches_expecting_too_few()
 def test_sparse_genes_in_a_small_branch_hold_the_level_and_its_markers_are_found():
     """A branch of 40 cells beside one of 800: null genes of log counts with a few non-zero values in the
     small branch gave F p-values far below their level (fork test: 5.4 % below 0.01, 2.5 % below 0.001),
-    their non-zero values there being too few to be Gaussian; a count test now has to agree."""
-    rng = np.random.default_rng(3)
-    n_big, n_small, n_null = 800, 40, 4000
-    times = np.concatenate([rng.uniform(0, 1, n_big), rng.uniform(0, 1, n_small)])
-    groups = np.repeat([1, 2], [n_big, n_small])
+    their non-zero values there being too few to be Gaussian; a count test now has to agree. The same
+    counts as Pearson residuals (no value shared by the unexpressed cells) gave 11 % below 0.05, 6 %
+    below 0.01 before the count test read the cells outside each gene's bulk."""
+    rng, times, groups, size = _two_branches(3, 800, 40)
+    n, n_null = times.size, 4000
     rates = np.exp(rng.uniform(np.log(0.01), np.log(0.5), n_null))
-    null = np.log1p(3.0 * rng.poisson(rates, (n_big + n_small, n_null)))
-    markers = np.zeros((n_big + n_small, 50))  # on in the small branch only
-    markers[n_big:] = np.log1p(3.0 * rng.poisson(rng.uniform(0.3, 1.0, 50), (n_small, 50)))
-    values = sparse.csr_matrix(np.hstack([null, markers]))
-    rows = np.arange(n_big + n_small)
-    fork = branches.fork_test(values, rows, times, groups, registration="none", window=1.0)
+    markers = np.zeros(50)[None, :] + np.where(groups == 2, 1.0, 0.0)[:, None] * rng.uniform(0.3, 1.0, 50)
+    counts = rng.poisson(size[:, None] * np.hstack([np.broadcast_to(rates, (n, n_null)), markers]))
     trunk = rng.uniform(-1, 0, 300)
-    with_trunk = np.concatenate([trunk, times])
-    trunk_values = np.log1p(3.0 * rng.poisson(np.concatenate([rates, np.zeros(50)]), (300, n_null + 50)))
-    branch = branches.branch_test(sparse.vstack([sparse.csr_matrix(trunk_values), values]).tocsr(),
-                                  np.arange(with_trunk.size), with_trunk, np.concatenate([np.zeros(300, int), groups]),
-                                  registration="none")
-    for result in (fork, branch):
-        tested = result.pvals[:n_null][~result.degenerate[:n_null]]
-        assert tested.size > 3500
-        assert np.mean(tested < 0.05) <= 0.06 and np.mean(tested < 0.01) <= 0.015
-        assert np.mean(result.pvals[n_null:] < 1e-3) >= 0.95
+    trunk_size = np.exp(rng.normal(0.0, 0.4, 300))
+    trunk_counts = rng.poisson(trunk_size[:, None] * np.concatenate([rates, np.zeros(50)])[None, :])
+    with_trunk, all_counts, all_size = np.concatenate([trunk, times]), np.vstack([trunk_counts, counts]), np.concatenate([trunk_size, size])
+    for name, transform in (("log counts", lambda c, s: sparse.csr_matrix(np.log1p(3.0 * c))),
+                            ("Pearson residuals", _pearson_residuals)):
+        fork = branches.fork_test(transform(counts, size), np.arange(n), times, groups, registration="none", window=1.0)
+        branch = branches.branch_test(transform(all_counts, all_size), np.arange(with_trunk.size), with_trunk,
+                                      np.concatenate([np.zeros(300, int), groups]), registration="none")
+        for result in (fork, branch):
+            tested = result.pvals[:n_null][~result.degenerate[:n_null]]
+            assert tested.size > 3500, name
+            assert np.mean(tested < 0.05) <= 0.06 and np.mean(tested < 0.01) <= 0.015, name
+            assert np.mean(result.pvals[n_null:] < 1e-3) >= 0.95, name
+
+
+def test_a_branch_expecting_a_few_of_a_genes_counts_more_than_five_holds_the_far_tail():
+    """Cochran's 5 was too few: in a branch of 112 of 787 cells, log counts whose cells with a count the
+    branch expects 5–10 of put 2.3 % below 0.01 and 0.57 % below 0.001 (over 3 × 2,800 genes)."""
+    rng, times, groups, size = _two_branches(5, 675, 112)
+    counts = rng.poisson(size[:, None] * rng.uniform(0.045, 0.095, 4000)[None, :])
+    expected = (counts > 0).sum(axis=0) * 112 / times.size
+    result = branches.fork_test(np.log1p(3.0 * counts), np.arange(times.size), times, groups, registration="none",
+                                window=1.0)
+    few = (expected >= 5) & (expected < 10) & ~result.degenerate
+    assert few.sum() > 2500
+    assert np.mean(result.pvals[few] < 0.05) <= 0.05 and np.mean(result.pvals[few] < 0.01) <= 0.012
+
+
+def _two_branches(seed: int, n_big: int, n_small: int):
+    """Cells of two branches (groups 1 and 2) on times uniform in [0, 1], with log-normal library sizes."""
+    rng = np.random.default_rng(seed)
+    times = np.concatenate([rng.uniform(0, 1, n_big), rng.uniform(0, 1, n_small)])
+    return rng, times, np.repeat([1, 2], [n_big, n_small]), np.exp(rng.normal(0.0, 0.4, n_big + n_small))
+
+
+def _pearson_residuals(counts: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """(k − μ)/√μ with μ the gene's rate per unit of size times the cell's size (all-zero genes: 0)."""
+    mean = size[:, None] * (counts.sum(axis=0) / size.sum())[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.nan_to_num((counts - mean) / np.sqrt(mean))
 
 
 def test_df_beyond_what_the_cells_carry_is_lowered_not_refused():

@@ -266,9 +266,11 @@ def branch_test(
     degrees of freedom, so that the different smoothing of a switch-like
     shared trend on branches whose cells lie at different times is not
     read as a difference between them (docs/methods/trends.md). A sparse
-    gene whose varying cells a branch would hold fewer than 5 of were it
+    gene whose expressing cells a branch would hold fewer than 10 of were it
     alike in every branch must also pass a count test there (its few
     non-zero values are not Gaussian; :func:`~scskeleton._core.stats.inference.sparse_count_pvalues`).
+    The expressing cells are found on log-normalised values, scaled or not,
+    and on Pearson residuals or ``sc.pp.regress_out`` output alike.
     {model}
     Which cells enter: the trajectory's segments are oriented away from the
     root (``tl.pseudotime``). The *trunk* is the chain of segments from the

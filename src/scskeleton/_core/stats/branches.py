@@ -567,8 +567,11 @@ def branch_test(
     warp mistakes their delays for a difference of pace (:func:`_combined`).
 
     A sparse gene in a small branch (fewer than
-    :data:`~.inference.MIN_EXPECTED_VARYING` of its varying cells expected
-    there) gets the larger of the F test's p-value and a count test's
+    :data:`~.inference.MIN_EXPECTED_CARRIERS` of the cells that carry its
+    variation expected there: the cells with any count, whether the
+    unexpressed cells share one value or, as in Pearson residuals, each has
+    its own; :class:`~.splines.SufficientStatistics`) gets the larger of the
+    F test's p-value and a count test's
     (:func:`~.inference.sparse_count_pvalues`), in both tests.
 
     ``names`` name the branches in error messages (default ``"branch b"``).
@@ -857,7 +860,8 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
                 "Lower df, choose another branch point, or prune short branches (tl.pseudotime's min_branch_nodes)."
             )
     basis = basis_for_curves(times, n_knots, _curve_weights(groups, n_branches), df)
-    stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns)
+    stats_ = sufficient_statistics(matrix, rows, basis.design(times), groups, n_branches + 1, columns,
+                                   count_carriers=True)
     # one df for every curve keeps the models nested: the least any of them can carry
     df = adapt_df(
         df,
@@ -879,8 +883,8 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
     exact = form_f_pvalues(fstat, *forms, float(stats_.gram.sum()), mean=mean)
     pvals = np.where(np.isnan(exact), approximate, exact)
     # a sparse gene's few non-zero values in a small branch are not Gaussian: its p-value must also
-    # pass the count test there (MIN_EXPECTED_VARYING; an intersection-union of the two)
-    pvals = np.fmax(pvals, sparse_count_pvalues(stats_.n_varying_by_group, stats_.n_cells,
+    # pass the count test there (MIN_EXPECTED_CARRIERS; an intersection-union of the two)
+    pvals = np.fmax(pvals, sparse_count_pvalues(stats_.n_carriers_by_group, stats_.n_cells,
                                                 np.arange(1, n_branches + 1)))
     degenerate = stats_.n_varying < MIN_VARYING_CELLS
     fstat, pvals = blank_degenerate(degenerate, fstat, pvals)

@@ -46,6 +46,12 @@ RELATIVE_ZERO = 1e-10
 GCV_POINTS = 91
 #: Elements of one dense chunk of expression (or non-zeros of a sparse one) held at a time.
 CHUNK_ELEMENTS = 1 << 23
+#: Evenly spaced cells whose values place each gene's bulk (:func:`sufficient_statistics`).
+BULK_SAMPLE = 64
+#: A cell lies outside its gene's bulk when it is further from the bulk's median than this many
+#: times the bulk's spread (the median of the sampled cells' distances from that median, which
+#: stays the bulk's while fewer than half of the cells lie outside it): 3.4 sd of a Gaussian.
+BULK_WIDTH = 5.0
 
 
 @dataclass(frozen=True)
@@ -228,19 +234,37 @@ class SufficientStatistics:
     """Per group g of cells: Gram BᵀB (g × m × m), cross products BᵀY (g × m × G),
     Σ y² (g × G) and the number of cells (g); per gene, ``n_varying`` (G): how
     many cells differ from the gene's most common value, at most (the smaller
-    count against the values of two reference cells), and ``n_varying_by_group``
-    (g × G) the same cells counted per group (against the same reference)."""
+    count against the values of two reference cells), and ``n_carriers_by_group``
+    (g × G; only where asked for, else ``None``): per group, the cells that
+    carry the gene's variation.
+
+    The carriers are the varying cells where the gene's most common value is
+    shared by at least half of the cells (log-normalised counts, scaled or
+    not: the unexpressed cells share one value). Where no value is (Pearson
+    residuals, ``sc.pp.regress_out``: each unexpressed cell has its own value)
+    and the cells outside the gene's bulk (:data:`BULK_WIDTH`) hold at least
+    half of its squared deviations from the bulk's median, they are those
+    cells: for a gene of a few counts, the cells that have any. Otherwise
+    (Gaussian-like genes) every cell.
+    """
 
     gram: np.ndarray
     cross: np.ndarray
     sumsq: np.ndarray
     n_cells: np.ndarray
     n_varying: np.ndarray
-    n_varying_by_group: np.ndarray
+    n_carriers_by_group: np.ndarray | None
 
 
 def sufficient_statistics(
-    matrix, rows: np.ndarray, design: np.ndarray, groups: np.ndarray, n_groups: int, columns: np.ndarray | None = None
+    matrix,
+    rows: np.ndarray,
+    design: np.ndarray,
+    groups: np.ndarray,
+    n_groups: int,
+    columns: np.ndarray | None = None,
+    *,
+    count_carriers: bool = False,
 ) -> SufficientStatistics:
     """What every spline fit needs from the expression, in one pass over the cells.
 
@@ -251,6 +275,8 @@ def sufficient_statistics(
     chunks of rows, CSC in blocks of genes, a chunked matrix chunk by chunk, so
     at most one chunk is ever held as float64 and sparse input stays sparse.
     Each chunk is summarised by :func:`block_statistics` and the sums are added.
+    ``count_carriers`` also counts the cells that carry each gene's variation
+    (what the count test of the branch and fork tests reads).
     """
     rows = np.asarray(rows, dtype=np.intp)
     n_genes = matrix.shape[1] if columns is None else len(columns)
@@ -262,33 +288,49 @@ def sufficient_statistics(
     indicator = np.eye(n_groups)[groups]  # n × g
     if sparse.issparse(matrix) and matrix.format not in ("csr", "csc"):
         matrix = sparse.csr_matrix(matrix)  # once, for the reference rows and the chunks alike
-    references = _reference_values(matrix, rows[[0, rows.size // 2]], columns)  # 2 × G
+    if count_carriers:
+        sample = rows[np.linspace(0, rows.size - 1, BULK_SAMPLE).astype(np.intp)]
+        bulk = _bulk(_reference_values(matrix, sample, columns))
+    else:  # NaN widths: no cell is compared with a bulk
+        bulk = np.vstack([np.zeros(n_genes), np.full(n_genes, np.nan)])
+    references = np.vstack([_reference_values(matrix, rows[[0, rows.size // 2]], columns), bulk])  # 4 × G
     if is_chunked(matrix):  # each chunk's cells summarised where the chunk lives; only the sums come back
-        cross, sumsq, differing = matrix.row_sum(
+        cross, sumsq, differing, outside, deviations = matrix.row_sum(
             grouped_block_statistics, rows, (design, groups), columns, n_groups, references
         )
-        differing = np.asarray(differing, dtype=float)
+        differing, outside = np.asarray(differing, dtype=float), np.asarray(outside, dtype=float)
     else:
         expanded = group_design(design, indicator)
         cross = np.zeros((n_genes, n_groups * n_basis))
         sumsq = np.zeros((n_genes, n_groups))
         differing = np.zeros((2, n_groups, n_genes))
+        outside = np.zeros((n_groups, n_genes))
+        deviations = np.zeros((2, n_genes))
         for cells, genes, chunk in _chunks(matrix, rows, columns):
             part = block_statistics(chunk, expanded[cells], indicator[cells], references[:, genes])
             cross[genes] += part[0]
             sumsq[genes] += part[1]
             differing[:, :, genes] += part[2]
+            outside[:, genes] += part[3]
+            deviations[:, genes] += part[4]
     gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
     # the reference whose value more cells share is the gene's most common value, or nearer to it
     closer = np.argmin(differing.sum(axis=1), axis=0)
     by_group = np.take_along_axis(differing, closer[None, None, :], axis=0)[0]
+    n_varying = by_group.sum(axis=0)
+    # which cells carry each gene's variation (SufficientStatistics); a gene whose sample showed a
+    # shared value (NaN width) keeps its varying cells, as one with a shared value over all cells does
+    bulk = (n_varying > 0.5 * rows.size) & np.isfinite(references[3])
+    carried_outside = deviations[1] >= 0.5 * deviations[0]
+    everyone = np.broadcast_to(indicator.sum(axis=0)[:, None], outside.shape)
+    carriers = np.where(bulk, np.where(carried_outside, outside, everyone), by_group)
     return SufficientStatistics(
         gram=gram,
         cross=cross.reshape(n_genes, n_groups, n_basis).transpose(1, 2, 0).copy(),
         sumsq=sumsq.T.copy(),
         n_cells=indicator.sum(axis=0),
-        n_varying=by_group.sum(axis=0),
-        n_varying_by_group=by_group,
+        n_varying=n_varying,
+        n_carriers_by_group=carriers if count_carriers else None,
     )
 
 
@@ -321,12 +363,15 @@ def group_design(design: np.ndarray, indicator: np.ndarray) -> np.ndarray:
 
 
 def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, references: np.ndarray):
-    """One chunk's share of :class:`SufficientStatistics`: (BᵀY by group, Σ y² by group, cells off each reference by group).
+    """One chunk's share of :class:`SufficientStatistics`, five sums that add over chunks of cells.
 
     ``chunk`` is cells × genes as float64 (dense or sparse), ``expanded`` its
     cells' :func:`group_design` rows, ``indicator`` their groups (one-hot) and
-    ``references`` (2 × genes) the values counted against. All three results
-    add over chunks of cells.
+    ``references`` (4 × genes): two values counted against, then each gene's
+    bulk median and half-width (:func:`_bulk`). Returns BᵀY by group, Σ y² by
+    group, the cells off each of the two values by group (2 × g × genes), the
+    cells outside the bulk by group (g × genes) and Σ (y − median)² over all
+    cells and over those outside the bulk (2 × genes).
     """
     if sparse.issparse(chunk):
         data = chunk.data
@@ -339,7 +384,7 @@ def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, referen
     return (
         np.asarray(chunk.T @ expanded),
         np.asarray(squared.T @ indicator),
-        _count_differing(chunk, references, indicator),
+        *_count_cells(chunk, references, indicator),
     )
 
 
@@ -355,32 +400,69 @@ def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> 
     return np.asarray(picked.toarray() if sparse.issparse(picked) else picked, dtype=np.float64)
 
 
-def _count_differing(chunk, references: np.ndarray, indicator: np.ndarray) -> np.ndarray:
-    """Per reference row r, group and gene, the cells of ``chunk`` whose value differs from ``references[r]``
-    (``indicator``: the cells' groups, one-hot); references × groups × genes."""
+def _bulk(sample: np.ndarray) -> np.ndarray:
+    """Each gene's bulk from a sample of cells (cells × G): its median and half-width (2 × G), the width
+    :data:`BULK_WIDTH` times the median of the sample's distances from the median. A gene that one
+    value holds half the sample of (the median, then) has that value shared instead: its width is
+    NaN and no cell is compared with its bulk."""
+    median = np.median(sample, axis=0)
+    width = BULK_WIDTH * np.median(np.abs(sample - median), axis=0)
+    shared = 2 * (sample == median).sum(axis=0) >= sample.shape[0]
+    return np.vstack([median, np.where(shared, np.nan, width)])
+
+
+def _count_cells(chunk, references: np.ndarray, indicator: np.ndarray):
+    """The counts and sums of :func:`block_statistics` that compare each cell of ``chunk`` with ``references``:
+    cells off each of ``references[:2]`` (2 × groups × genes), cells outside the bulk ``references[2:]``
+    (groups × genes), Σ (y − median)² over all cells and over those outside (2 × genes)."""
     n_cols = chunk.shape[1]
     n_groups = indicator.shape[1]
     group_of = np.argmax(indicator, axis=1)
     per_group = np.bincount(group_of, minlength=n_groups)[:, None]
+    median, width = references[2], references[3]
+    differing = np.empty((2, n_groups, n_cols))
     if not sparse.issparse(chunk):
         members = [np.flatnonzero(group_of == g) for g in range(n_groups)]
-        out = np.empty((len(references), n_groups, n_cols))
-        for r, reference in enumerate(references):
-            differs = chunk != reference[None, :]  # one byte a value; each group's rows summed from it
-            out[r] = [differs[rows].sum(axis=0) for rows in members]
-        return out
+        for r in range(2):
+            differs = chunk != references[r][None, :]  # one byte a value; each group's rows summed from it
+            differing[r] = [differs[rows].sum(axis=0) for rows in members]
+        compared = np.flatnonzero(np.isfinite(width))
+        outside, deviations = np.zeros((n_groups, n_cols)), np.zeros((2, n_cols))
+        if compared.size:
+            every = compared.size == n_cols  # no copy of the chunk to pick its genes
+            squared = np.square((chunk if every else chunk[:, compared]) - median[compared])
+            out = squared > np.square(width[compared])
+            outside[:, compared] = np.array([out[rows].sum(axis=0) for rows in members]).reshape(n_groups, -1)
+            deviations[0, compared] = squared.sum(axis=0)
+            squared[~out] = 0.0
+            deviations[1, compared] = squared.sum(axis=0)
+        return differing, outside, deviations
     csr = chunk if chunk.format == "csr" else sparse.csr_matrix(chunk)
     cols, data = csr.indices, csr.data
     # each stored value's (group, gene) slot; 32-bit where it fits, as the matrix's own indices
     index_type = np.int32 if n_groups * n_cols < np.iinfo(np.int32).max else np.int64
     slot = np.repeat(group_of.astype(index_type), np.diff(csr.indptr)) * index_type(n_cols) + cols.astype(index_type)
-    stored = np.bincount(slot, minlength=n_groups * n_cols).reshape(n_groups, n_cols)
-    out = np.empty((len(references), n_groups, n_cols))
-    for r, reference in enumerate(references):
-        equal = np.bincount(slot[data == reference[cols]], minlength=n_groups * n_cols).reshape(n_groups, n_cols)
-        implicit_equal = np.where(reference[None, :] == 0, per_group - stored, 0)  # zeros not stored
-        out[r] = per_group - equal - implicit_equal
-    return out
+    size = n_groups * n_cols
+    stored = np.bincount(slot, minlength=size).reshape(n_groups, n_cols)
+    implicit = per_group - stored  # zeros not stored
+    for r in range(2):
+        equal = np.bincount(slot[data == references[r][cols]], minlength=size).reshape(n_groups, n_cols)
+        differing[r] = per_group - equal - np.where(references[r][None, :] == 0, implicit, 0)
+    compared = np.isfinite(width)
+    outside, deviations = np.zeros((n_groups, n_cols)), np.zeros((2, n_cols))
+    if compared.any():  # none where every gene has a shared value, as in sparse log counts
+        keep = compared[cols]
+        cols, slot = cols[keep], slot[keep]
+        squared = (data[keep] - median[cols]) ** 2
+        out = squared > width[cols] ** 2
+        zero_out = compared & (median**2 > width**2)  # where an unstored zero lies outside the bulk
+        outside += np.bincount(slot[out], minlength=size).reshape(n_groups, n_cols) + np.where(zero_out, implicit, 0)
+        n_implicit = np.where(compared, implicit.sum(axis=0), 0)
+        deviations += [
+            np.bincount(cols, weights=squared, minlength=n_cols) + n_implicit * median**2,
+            np.bincount(cols[out], weights=squared[out], minlength=n_cols) + np.where(zero_out, n_implicit * median**2, 0),
+        ]
+    return differing, outside, deviations
 
 
 def pick_block(matrix, rows, columns: np.ndarray | None):
