@@ -318,19 +318,20 @@ def sufficient_statistics(
     closer = np.argmin(differing.sum(axis=1), axis=0)
     by_group = np.take_along_axis(differing, closer[None, None, :], axis=0)[0]
     n_varying = by_group.sum(axis=0)
-    # which cells carry each gene's variation (SufficientStatistics); a gene whose sample showed a
-    # shared value (NaN width) keeps its varying cells, as one with a shared value over all cells does
-    bulk = (n_varying > 0.5 * rows.size) & np.isfinite(references[3])
-    carried_outside = deviations[1] >= 0.5 * deviations[0]
-    everyone = np.broadcast_to(indicator.sum(axis=0)[:, None], outside.shape)
-    carriers = np.where(bulk, np.where(carried_outside, outside, everyone), by_group)
+    carriers = None
+    if count_carriers:  # which cells carry each gene's variation (SufficientStatistics)
+        # a gene whose sample showed a shared value (NaN width) keeps its varying cells
+        use_bulk = (n_varying > 0.5 * rows.size) & np.isfinite(references[3])
+        carried_outside = deviations[1] >= 0.5 * deviations[0]
+        everyone = np.broadcast_to(indicator.sum(axis=0)[:, None], outside.shape)
+        carriers = np.where(use_bulk, np.where(carried_outside, outside, everyone), by_group)
     return SufficientStatistics(
         gram=gram,
         cross=cross.reshape(n_genes, n_groups, n_basis).transpose(1, 2, 0).copy(),
         sumsq=sumsq.T.copy(),
         n_cells=indicator.sum(axis=0),
         n_varying=n_varying,
-        n_carriers_by_group=carriers if count_carriers else None,
+        n_carriers_by_group=carriers,
     )
 
 
