@@ -381,7 +381,10 @@ def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, referen
         data = chunk
         squared = chunk * chunk
     if not np.isfinite(data).all():
-        raise ValueError("The expression values contain NaN or infinite values; remove or impute them first.")
+        raise ValueError(
+            "The expression values contain NaN or infinite values; remove or impute them first (Pearson "
+            "residuals are NaN for a gene with no count: sc.pp.filter_genes(adata, min_counts=1) before them)."
+        )
     return (
         np.asarray(chunk.T @ expanded),
         np.asarray(squared.T @ indicator),
