@@ -645,7 +645,7 @@ def test_cells_are_counted_per_group_for_dense_and_sparse_input():
     dense = stored.toarray()
     groups = rng.integers(0, 3, 60)
     references = np.vstack([dense[[0, 30]], splines._bulk(dense)])
-    brute = np.stack([[(dense[groups == g] != reference).sum(axis=0) for g in range(3)] for reference in references[:2]])
+    brute = np.stack([[(dense[groups == g] != value).sum(axis=0) for g in range(3)] for value in references[:2]])
     compared = np.isfinite(references[3])  # genes without a value shared by half the sample
     assert 0 < compared.sum() < 12
     squared = (dense - references[2]) ** 2 * compared
@@ -672,17 +672,19 @@ def test_the_cells_that_carry_a_genes_variation_whatever_its_unexpressed_cells_t
     mean = size[:, None] * np.exp(rng.uniform(np.log(0.02), np.log(0.3), 40))[None, :]
     counts = rng.poisson(mean)
     with_count = np.array([(counts[groups == g] > 0).sum(axis=0) for g in range(3)])
-    logged = splines.sufficient_statistics(sparse.csr_matrix(np.log1p(counts)), np.arange(n), np.ones((n, 1)), groups, 3, count_carriers=True)
-    np.testing.assert_array_equal(logged.n_carriers_by_group, with_count)
-    residuals = splines.sufficient_statistics((counts - mean) / np.sqrt(mean), np.arange(n), np.ones((n, 1)), groups, 3, count_carriers=True)
+    def carriers_of(values):
+        return splines.sufficient_statistics(values, np.arange(n), np.ones((n, 1)), groups, 3,
+                                             count_carriers=True).n_carriers_by_group
+
+    np.testing.assert_array_equal(carriers_of(sparse.csr_matrix(np.log1p(counts))), with_count)
     sparse_genes = with_count.sum(axis=0) <= 0.15 * n
     assert sparse_genes.sum() >= 30
-    carriers = residuals.n_carriers_by_group
+    carriers = carriers_of((counts - mean) / np.sqrt(mean))
     assert np.abs(carriers - with_count)[:, sparse_genes].max() <= 2
     total, expected = carriers[:, ~sparse_genes].sum(axis=0), with_count[:, ~sparse_genes].sum(axis=0)
     assert np.all((np.abs(total - expected) <= 0.25 * expected) | (total == n))
-    gaussian = splines.sufficient_statistics(rng.standard_normal((n, 5)), np.arange(n), np.ones((n, 1)), groups, 3, count_carriers=True)
-    np.testing.assert_array_equal(gaussian.n_carriers_by_group, np.bincount(groups)[:, None] * np.ones((1, 5)))
+    every_cell = np.bincount(groups)[:, None] * np.ones((1, 5))
+    np.testing.assert_array_equal(carriers_of(rng.standard_normal((n, 5))), every_cell)
 
 
 def test_the_count_test_is_the_binomial_test_of_the_branches_expecting_too_few():
@@ -719,7 +721,8 @@ def test_sparse_genes_in_a_small_branch_hold_the_level_and_its_markers_are_found
     trunk = rng.uniform(-1, 0, 300)
     trunk_size = np.exp(rng.normal(0.0, 0.4, 300))
     trunk_counts = rng.poisson(trunk_size[:, None] * np.concatenate([rates, np.zeros(50)])[None, :])
-    with_trunk, all_counts, all_size = np.concatenate([trunk, times]), np.vstack([trunk_counts, counts]), np.concatenate([trunk_size, size])
+    with_trunk, all_size = np.concatenate([trunk, times]), np.concatenate([trunk_size, size])
+    all_counts = np.vstack([trunk_counts, counts])
     for name, transform in (("log counts", lambda c, s: sparse.csr_matrix(np.log1p(3.0 * c))),
                             ("Pearson residuals", _pearson_residuals)):
         fork = branches.fork_test(transform(counts, size), np.arange(n), times, groups, registration="none", window=1.0)

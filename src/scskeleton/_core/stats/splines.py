@@ -461,10 +461,10 @@ def _count_cells(chunk, references: np.ndarray, indicator: np.ndarray):
         out = squared > width[cols] ** 2
         zero_out = compared & (median**2 > width**2)  # where an unstored zero lies outside the bulk
         outside += np.bincount(slot[out], minlength=size).reshape(n_groups, n_cols) + np.where(zero_out, implicit, 0)
-        n_implicit = np.where(compared, implicit.sum(axis=0), 0)
+        implicit_squares = np.where(compared, implicit.sum(axis=0), 0) * median**2
         deviations += [
-            np.bincount(cols, weights=squared, minlength=n_cols) + n_implicit * median**2,
-            np.bincount(cols[out], weights=squared[out], minlength=n_cols) + np.where(zero_out, n_implicit * median**2, 0),
+            np.bincount(cols, weights=squared, minlength=n_cols) + implicit_squares,
+            np.bincount(cols[out], weights=squared[out], minlength=n_cols) + np.where(zero_out, implicit_squares, 0),
         ]
     return differing, outside, deviations
 
