@@ -1,3 +1,5 @@
+import io
+
 import matplotlib
 import pytest
 import scanpy as sc
@@ -49,3 +51,12 @@ def krumsiek11_fitted():
         return cache[method].copy()
 
     return fitted
+
+
+@pytest.fixture
+def scanpy_log():
+    """What scanpy's logging writes (warnings and up), as a string buffer."""
+    stream, previous, verbosity = io.StringIO(), sc.settings.logfile, sc.settings.verbosity
+    sc.settings.logfile, sc.settings.verbosity = stream, 1
+    yield stream
+    sc.settings.logfile, sc.settings.verbosity = previous, verbosity

@@ -57,6 +57,17 @@ def test_fit_computes_pca_roots_and_plots(tmp_path, capsys):
     assert _earliest_group(anndata.read_h5ad(other), "ddrtree") == "branch_1"
 
 
+def test_fit_says_when_it_computes_components_from_raw_counts(tmp_path, capsys):
+    counts = sks.datasets.simulate_trajectory(300, n_fates=2, n_genes=200, random_state=0)
+    counts.write_h5ad(tmp_path / "counts.h5ad")
+    assert main(["fit", str(tmp_path / "counts.h5ad"), "--out", str(tmp_path / "out.h5ad")]) == 0
+    assert "looks like raw counts" in capsys.readouterr().err
+    logged = sks.datasets.branching(300, n_leaves=2, random_state=0)
+    logged.write_h5ad(tmp_path / "logged.h5ad")
+    assert main(["fit", str(tmp_path / "logged.h5ad"), "--out", str(tmp_path / "out2.h5ad")]) == 0
+    assert "raw counts" not in capsys.readouterr().err
+
+
 #: Spearman against the true pseudotime on 150 cells: the cell graph of MPME follows the tree
 #: closely (0.91 here); the ℓ1 graph holds small loops and side branches on so few cells (0.59).
 OTHER_LEARNERS = {"rpg_l1": 0.5, "mpme": 0.85}

@@ -1,7 +1,5 @@
 """Default parameters recover the topology: pruning, gap edges, roots (issue: trees a biologist can trust)."""
 
-import io
-
 import anndata
 import numpy as np
 import pytest
@@ -17,15 +15,6 @@ from scskeleton._core.graphs import degrees, minimum_spanning_tree
 from scskeleton._core.trees import rpg as rpg_core
 from scskeleton._core.trees import pruning
 from scskeleton._core.trees.pruning import prune_tree
-
-
-@pytest.fixture
-def scanpy_log():
-    """What scanpy's logging writes (warnings and up), as a string buffer."""
-    stream, previous, verbosity = io.StringIO(), sc.settings.logfile, sc.settings.verbosity
-    sc.settings.logfile, sc.settings.verbosity = stream, 1
-    yield stream
-    sc.settings.logfile, sc.settings.verbosity = previous, verbosity
 
 
 def _n_branch_points(adata, key):

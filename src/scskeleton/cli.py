@@ -39,10 +39,6 @@ CHUNKED_METHODS = ("ddrtree", "rpg", "rpg_l1")
 #: Cells per chunk when a .zarr input is opened lazily without --chunks.
 LAZY_CHUNK = 100_000
 
-#: Cells whose values are inspected to tell raw counts from normalised data.
-COUNT_CHECK_CELLS = 1_000
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = _parser()
@@ -214,8 +210,10 @@ def _fit(args) -> int:
 
     if compute_pca:
         n_comps = min(50, adata.n_obs - 1, adata.n_vars - 1)
+        from ._core.validation import COUNT_CHECK_CELLS, looks_like_counts
+
         note = ""
-        if _looks_like_counts(adata.X):
+        if looks_like_counts(adata.X[:COUNT_CHECK_CELLS]):
             note = (" from X as it is, without normalisation. X holds non-negative integers and looks like raw "
                     "counts, whose principal components follow library size more than cell state: normalise it "
                     "first (sc.pp.normalize_total, then sc.pp.log1p) and save, or give a representation of "
@@ -380,16 +378,6 @@ def _root_group(adata, column: str, value: str) -> tuple[str, object]:
         listed = ", ".join(present[:20]) + (" …" if len(present) > 20 else "")
         raise ValueError(f"--root-group {column}={value}: no cell has {column} = {value!r}; values: {listed}")
     return column, values[matches].iloc[0]
-
-
-def _looks_like_counts(matrix) -> bool:
-    """Whether the first cells of ``matrix`` hold only non-negative integers, as raw counts do."""
-    import numpy as np
-    from scipy import sparse
-
-    head = matrix[:COUNT_CHECK_CELLS]
-    values = head.data if sparse.issparse(head) else np.asarray(head)
-    return bool(values.size) and bool(np.all(values >= 0)) and bool(np.all(values == np.round(values)))
 
 
 def _write_atomically(path: Path, write: Callable[[Path], object]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from scipy import sparse
 
 
 def as_float_matrix(values, name: str = "X") -> np.ndarray:
@@ -98,3 +99,16 @@ def looks_scaled(sample: np.ndarray) -> bool:
     spreads, lowest = spreads[varying], sample.min(axis=0)[varying]
     scaled = (lowest < 0) & (spreads > SCALED_SD[0]) & (spreads < SCALED_SD[1])
     return bool(scaled.mean() >= SCALED_SHARE)
+
+
+#: Cells (the first ones) whose values :func:`looks_like_counts` is shown.
+COUNT_CHECK_CELLS = 500
+
+
+def looks_like_counts(sample) -> bool:
+    """Whether a sample of cells (cells × genes, dense or sparse) holds only non-negative integers, not all
+    zero, as raw counts do. Log-normalised values, Pearson residuals and scaled values never do."""
+    values = sample.data if sparse.issparse(sample) else np.asarray(sample)
+    if not values.size or not np.any(values):
+        return False
+    return bool(np.all(values >= 0) and np.all(values == np.round(values)))
