@@ -103,6 +103,36 @@ def test_fork_test_writes_the_schema_survives_h5ad_and_plots(rpg_tree, tmp_path)
     sks.pl.trends(back, name, [back.var_names[0]], show=False)
 
 
+def test_fork_test_effects_are_read_where_every_branch_has_cells():
+    """A branch whose few window cells start late (10 cells at 8.0-8.6 of a window 5.7-8.6): its curve
+    was averaged over its extrapolation to the fork, and genes got effects of up to 37 on log values
+    spanning 6.3 (pure noise genes up to 62). Effects stay within each gene's range in the window,
+    curves are NaN where a branch has no cells, and a window asked for past every cell ends at them."""
+    adata = sks.datasets.simulate_trajectory(800, n_fates=2, n_genes=500, random_state=1)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.pca(adata, n_comps=20)
+    sks.tl.ddrtree(adata)
+    sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "ddrtree")
+    fork = int(adata.uns["ddrtree"]["branch_points"][0])
+    sks.tl.fork_test(adata, "ddrtree", branch_point=fork)
+    name = "ddrtree_fork_test"
+    assert min(adata.uns[name]["n_cells"]) <= 12  # the case of the docstring
+    in_window = adata.obs[f"{name}_branch"].notna().to_numpy() & (adata.obs[f"{name}_branch"] != "trunk").to_numpy()
+    values = adata.X[in_window].toarray()
+    assert np.all(adata.var[f"{name}_effect"].to_numpy() <= np.ptp(values, axis=0) + 1e-9)
+    curves = adata.varm[f"{name}_curves"]
+    late = int(np.argmin(adata.uns[name]["n_cells"]))
+    assert np.isnan(curves[:, late, 0]).all() and np.isfinite(curves[:, late, -1]).all()
+    sks.tl.fork_test(adata, "ddrtree", branch_point=fork, window=100.0, key_added="long")
+    reach = np.nanmax(adata.obs["long_time"]) - adata.uns["long"]["fork"]
+    assert adata.uns["long"]["window"] == pytest.approx(reach) and reach < 100.0
+    assert adata.uns["long"]["grid"][-1] == pytest.approx(np.nanmax(adata.obs["long_time"]))
+    sks.tl.trend_modules(adata, name)
+    sks.pl.trends(adata, name, [adata.var_names[0]], show=False)
+
+
 @pytest.mark.parametrize(
     "kwargs, error, fragment",
     [

@@ -54,7 +54,8 @@ def fork_test(
     branch where the gene's fitted expression is highest (``up``) and the
     difference between the highest and lowest branch's mean over the window
     (``effect``, in the units of the expression; on log-normalised data a
-    log fold change). Per gene, one curve per branch is compared with one
+    log fold change), each mean taken where every branch has cells, never
+    over a curve's extrapolation. Per gene, one curve per branch is compared with one
     shared curve over the window's cells by an F test (p-values from its
     exact null under Gaussian noise around one shared curve, by a saddlepoint
     approximation; as in :func:`branch_test`, with its count test for
@@ -83,7 +84,8 @@ def fork_test(
         compared where it has no cells; widened where needed until it holds
         at least 10 (and more than ``df``) cells of every branch, as when a
         branch's cells start well past the fork. A short window asks about the
-        first decisions after the fork.
+        first decisions after the fork; one longer than the cells reach ends
+        at the last of them (``uns[name]["window"]``).
     genes, layer, use_raw, gene_symbols, n_knots, n_grid
         As in :func:`trends`.
     df
@@ -114,8 +116,9 @@ def fork_test(
     ``adata.var[f"{name}_up"]``, ``[f"{name}_down"]``
         Categorical: the branch (label) with the highest and lowest mean.
     ``adata.varm[f"{name}_curves"]``, ``[f"{name}_shared"]``, ``[f"{name}_means"]``
-        Genes × B × ``n_grid`` branch curves over the window, genes ×
-        ``n_grid`` shared curve, genes × B means over the window.
+        Genes × B × ``n_grid`` branch curves over the window (NaN where a
+        branch has no cells), genes × ``n_grid`` shared curve, genes × B means
+        over the stretch where every branch has cells.
     ``adata.obs[f"{name}_branch"]``, ``[f"{name}_time"]``
         The branch of each cell in the window and its registered time (NaN
         for the cells left out).

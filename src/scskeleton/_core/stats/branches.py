@@ -617,9 +617,10 @@ class ForkTestResult:
     """Output of :func:`fork_test` for G genes and B branches.
 
     ``grid`` (n_grid) spans the window past the fork, on the (registered)
-    time axis; ``curves`` (G × B × n_grid) each branch's curve on it and
-    ``shared`` (G × n_grid) the shared curve (the null model);
-    ``means`` (G × B) each curve's mean over the window; ``effect`` (G) the
+    time axis; ``curves`` (G × B × n_grid) each branch's curve on it (NaN
+    where the branch has no cells) and ``shared`` (G × n_grid) the shared
+    curve (the null model); ``means`` (G × B) each curve's mean over the
+    stretch where every branch has cells (:func:`_window_means`); ``effect`` (G) the
     largest difference between two branches' means and ``up`` / ``down`` (G)
     the branches (0…B−1) with the highest and lowest mean;
     ``fstat``/``pvals``/``qvals`` the F test of branch-specific against one
@@ -678,15 +679,16 @@ def fork_test(
     a gene goes up in. The test compares one penalised spline per branch
     with one shared spline over the window's cells (``df`` effective degrees
     of freedom each, one basis, the F test of :func:`branch_test`); the effect size is the largest difference between
-    two branches' mean fitted expression over the window, in the units of
-    the expression.
+    two branches' mean fitted expression over the stretch of the window where
+    every branch has cells, in the units of the expression.
 
     ``window`` is the length of the window in (registered) pseudotime past
     the fork; by default the stretch that every branch covers, the smallest
     of the branches' reaches (:data:`REACH_QUANTILE` of their times past the
     fork), so that no branch is compared where it has no cells, widened where
     needed until it holds at least :data:`MIN_WINDOW_CELLS` (and more than
-    ``df``) cells of every branch.
+    ``df``) cells of every branch. A longer window than the cells reach ends
+    at the last of them.
     ``groups`` labels cells 0 (trunk) or b = 1…B (branch), B ≥ 2.
     """
     rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
@@ -706,17 +708,17 @@ def fork_test(
     warped = warp(times, groups)
     comparison, fork, window, inside = compare(warped)
     pvals, registered, unregistered = _combined(registration, comparison.pvals, lambda: compare(times)[0].pvals)
+    window = min(window, float(warped[groups >= 1].max()) - fork)  # a window asked for past every cell ends at them
     grid = np.linspace(fork, fork + window, n_grid)
-    design = comparison.basis.design(grid)  # clipped to the cells' range at both ends
-    curves = np.stack([(design @ fit.coef).T for fit in comparison.fits], axis=1)  # G × B × n_grid
-    means = curves.mean(axis=2)
+    curves, shared = comparison.curves(grid, warped[inside], groups[inside])
+    means = _window_means(curves)
     effect = np.where(comparison.degenerate, 0.0, means.max(axis=1) - means.min(axis=1))
     tested_times = np.full(rows.size, np.nan)
     tested_times[inside] = warped[inside]
     return ForkTestResult(
         grid=grid,
         curves=curves,
-        shared=(design @ comparison.shared.coef).T,
+        shared=shared,
         means=means,
         effect=effect,
         up=means.argmax(axis=1),
@@ -736,6 +738,16 @@ def fork_test(
         shift=warp.shifts,
         degenerate=comparison.degenerate,
     )
+
+
+def _window_means(curves: np.ndarray) -> np.ndarray:
+    """Each branch's mean (G × B) of its curve (G × B × grid, NaN where the branch has no cells) over the
+    stretch of the window where every branch has cells, so that a branch whose cells start late is not
+    averaged over its curve's extrapolation; over each branch's own stretch where they share none."""
+    everywhere = np.isfinite(curves).all(axis=(0, 1))
+    if everywhere.any():
+        return curves[:, :, everywhere].mean(axis=2)
+    return np.nanmean(curves, axis=2)
 
 
 #: The default window of :func:`fork_test` holds at least this many cells of every branch.
