@@ -86,6 +86,19 @@ def test_fork_test_on_krumsiek11_calls_the_lineage_factors_in_the_right_branch(m
     assert found
 
 
+def test_the_count_test_leaves_genes_whose_bulk_varies_to_the_f_test(krumsiek11_fitted):
+    """krumsiek11 is dense (0.3 % zeros). At RPG's first fork SCL's bulk differs between the branches
+    and its 15 risen cells hold half its squared deviations; counted as its only carriers, the count
+    test gave p = 1 beside F = 10 (8e-10 by the F test). A gene is left to the count test only where
+    the cells outside its bulk hold nearly all of its variation, as sparse counts do."""
+    adata = krumsiek11_fitted("rpg")
+    sks.tl.fork_test(adata, "rpg", branch_point=int(adata.uns["rpg"]["branch_points"][0]), key_added="first")
+    var = adata.var
+    assert var.loc["SCL", "first_F"] > 5 and var.loc["SCL", "first_pval"] < 1e-6
+    strong = var["first_F"].to_numpy() > 5
+    assert (var["first_pval"].to_numpy()[strong] < 1e-4).all()
+
+
 def test_fork_test_writes_the_schema_survives_h5ad_and_plots(rpg_tree, tmp_path):
     adata = rpg_tree.copy()
     fork = int(adata.uns["rpg"]["branch_points"][0])
