@@ -267,5 +267,5 @@ def test_module_plots_read_the_schema_and_leave_adata_untouched(rpg_tree, tmp_pa
         sks.pl.module_heatmap(adata, "rpg_association")
     with pytest.raises(ValueError, match="standard_scale"):
         sks.pl.module_heatmap(adata, "rpg_association_modules", standard_scale="genes")
-    with pytest.raises(KeyError, match="groupby"):
+    with pytest.raises(ValueError, match="numeric column"):  # labels, not a continuous value
         sks.pl.module_heatmap(adata, "rpg_association_modules", groupby="true_pseudotime")

@@ -144,6 +144,21 @@ def test_path_highlights_the_stored_edges_in_branch_colours(adata):
     assert any(isinstance(c, LineCollection) and c.get_gid() == "scskeleton_path" for c in ax.collections)
 
 
+def test_path_draws_the_fork_tests_branches_and_refuses_a_whole_tree_result(adata, with_modules):
+    """The fork test names a trunk category for its cells' colours but compares (and stores edges of)
+    its branches only: pl.path raised KeyError 'trunk'; an association test has no path to draw."""
+    fork_data = adata.copy()
+    sks.tl.fork_test(fork_data, KEY, branch_point=int(adata.uns[KEY]["branch_points"][0]), key_added="fork")
+    ax = sks.pl.path(fork_data, "fork", show=False)
+    drawn = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_gid() == "scskeleton_path"]
+    edges = fork_data.uns["fork"]["edges"]
+    assert [len(c.get_segments()) for c in drawn] == [len(edges[label]) for label in fork_data.uns["fork"]["branches"]]
+    before = _state(with_modules)
+    with pytest.raises(ValueError, match="whole tree"):
+        sks.pl.path(with_modules, LINEAGES, show=False)
+    assert _state(with_modules) == before
+
+
 def _drawn(fig):
     """What a figure shows, axes by axes: text, curves, points, segments and images."""
     content = []
@@ -359,3 +374,43 @@ def test_modules_label_the_shared_axis_under_each_column_only(with_modules):
     assert [bool(ax.get_xlabel()) for ax in panels] == [False, True, True, True]
     ticks_shown = [any(tick.label1.get_visible() for tick in ax.xaxis.get_major_ticks()) for ax in panels]
     assert ticks_shown == [False, True, True, True]
+
+
+@pytest.mark.parametrize("standard_scale", ["obs", "var", None])
+def test_module_heatmap_scales_without_a_warning(with_modules, standard_scale):
+    """Grid points a lineage's cells never reach stay blank; scaling by column said 'All-NaN slice' twice."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for kwargs in ({}, {"groupby": "true_branch"}, {"use_raw": False, "layer": None}):
+            sks.pl.module_heatmap(with_modules, MODULES, standard_scale=standard_scale, show=False, **kwargs)
+
+
+def test_groupby_is_one_rule_for_every_plot(with_modules):
+    """A string column names blocks and cells as a categorical one does (module_heatmap refused it with a
+    KeyError); a numeric column is refused with a ValueError by every plot (pl.trends joined every tied
+    value into a legend label thousands of characters long)."""
+    adata = with_modules.copy()
+    adata.obs["branch_str"] = adata.obs["true_branch"].astype(str)
+    adata.obs["branch_cat"] = adata.obs["branch_str"].astype("category")  # its categories sorted, as strings are
+    adata.obs["time"] = adata.obs["true_pseudotime"].to_numpy()
+    before = _state(adata)
+    as_strings = sks.pl.module_heatmap(adata, MODULES, groupby="branch_str", return_fig=True)
+    as_categories = sks.pl.module_heatmap(adata, MODULES, groupby="branch_cat", return_fig=True)
+    images = [[np.ma.filled(np.asarray(i.get_array(), float), -1.0) for ax in fig.axes for i in ax.images]
+              for fig in (as_strings, as_categories)]
+    assert len(images[0]) == len(images[1]) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*images))
+    plots = [
+        lambda **kw: sks.pl.module_heatmap(adata, MODULES, show=False, **kw),
+        lambda **kw: sks.pl.modules(adata, MODULES, show=False, **kw),
+        lambda **kw: sks.pl.trends(adata, BRANCHES, "gene_0", show=False, **kw),
+        lambda **kw: sks.pl.branch_heatmap(adata, BRANCHES, show=False, **kw),
+        lambda **kw: sks.pl.path(adata, BRANCHES, show=False, **kw),
+    ]
+    for plot in plots:
+        with pytest.raises(ValueError, match="numeric column"):
+            plot(groupby="time")
+        with pytest.raises(KeyError, match="not a column"):
+            plot(groupby="no_such_column")
+    assert _state(adata) == before

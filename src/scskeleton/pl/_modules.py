@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from anndata import AnnData
 from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
@@ -23,6 +23,7 @@ from ._utils import (
     category_colors,
     check_groupby,
     finish,
+    group_labels,
     obs_label,
     panel_grid,
     place_legend,
@@ -82,8 +83,8 @@ def module_heatmap(
     key
         Its ``key_added``, e.g. ``"rpg_association_modules"``.
     groupby
-        A categorical ``.obs`` column to annotate pseudotime with and to name
-        the blocks by.
+        A categorical, string or boolean ``.obs`` column to annotate
+        pseudotime with and to name the blocks by (a numeric one is refused).
     gene_symbols
         A ``.var`` column to label the genes with instead of ``var_names``.
     use_raw, layer
@@ -111,9 +112,7 @@ def module_heatmap(
     entry, result_key, result = _modules(adata, key, "sks.pl.module_heatmap")
     if standard_scale not in STANDARD_SCALES:
         raise ValueError(f"standard_scale must be one of {STANDARD_SCALES}; got {standard_scale!r}.")
-    if groupby is not None and (groupby not in adata.obs or not isinstance(adata.obs[groupby].dtype,
-                                                                          pd.CategoricalDtype)):
-        raise KeyError(f"groupby must name a categorical column of adata.obs; got {groupby!r}.")
+    check_groupby(adata, groupby)
     check_gene_symbols(adata, gene_symbols)
     labels = adata.var[key]
     columns = np.flatnonzero(labels.notna().to_numpy())
@@ -185,7 +184,7 @@ def module_heatmap(
     colorbar = fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
                             label="scaled expression" if standard_scale else "expression")
     if group_colors is not None:
-        _group_legend(fig, colorbar.ax, list(adata.obs[groupby].cat.categories), group_colors,
+        _group_legend(fig, colorbar.ax, list(group_labels(adata, groupby).categories), group_colors,
                       obs_label(adata, groupby))
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)
 
@@ -264,8 +263,10 @@ def _scale(values: np.ndarray, standard_scale: str | None) -> np.ndarray:
     if standard_scale is None:
         return values
     axis = (1, 2) if standard_scale == "var" else 0
-    low = np.nanmin(values, axis=axis, keepdims=True)
-    span = np.nanmax(values, axis=axis, keepdims=True) - low
+    with warnings.catch_warnings():  # a grid point no cell of a lineage reaches stays blank (NaN)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low = np.nanmin(values, axis=axis, keepdims=True)
+        span = np.nanmax(values, axis=axis, keepdims=True) - low
     return (values - low) / np.where(span > 0, span, 1.0)
 
 
@@ -306,8 +307,8 @@ def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np
 
     Returns the categories' colours, for the legend.
     """
-    categories = list(adata.obs[groupby].cat.categories)
-    codes = adata.obs[groupby].cat.codes.to_numpy()
+    labels = group_labels(adata, groupby)
+    categories, codes = list(labels.categories), np.asarray(labels.codes)
     cells = np.flatnonzero(inside & (codes >= 0))
     table = np.zeros((grid.size, len(categories)))
     np.add.at(table, (_bins(times[cells], grid), codes[cells]), 1.0)

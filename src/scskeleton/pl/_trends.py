@@ -118,8 +118,9 @@ def trends(
     size
         Marker size of the cells (default ``min(20, 12000 / n_cells)``).
     groupby
-        An ``.obs`` column, e.g. ``"cell_type"``: name each branch or lineage
-        by its cells' most common label instead of its milestones.
+        An ``.obs`` column of labels (categorical, strings or booleans; a
+        numeric one is refused), e.g. ``"cell_type"``: name each branch or
+        lineage by its cells' most common label instead of its milestones.
     title
         Title of each panel: one string for all, or one per gene. Default:
         the gene with its statistics, ``"Gata1  (F = 41.2, q = 3.2e-5)"``.
@@ -326,19 +327,21 @@ def path(
     return_fig: bool = False,
     **tree_kwargs,
 ) -> Figure | Axes | list[Axes] | None:
-    """The path (``tl.trends``) or trunk and branches (``tl.branch_test``) on the tree.
+    """The path (``tl.trends``) or trunk and branches (``tl.branch_test``, ``tl.fork_test``) on the tree.
 
     Draws :func:`~scskeleton.pl.tree` of the graph the result was computed on,
     then the result's edges (``uns[key]["edges"]``) thick, under the cells with
     a thin trace over them: the path of ``tl.trends`` in red, or the trunk and
-    each branch of ``tl.branch_test`` in the colours ``pl.trends`` gives them
-    (``gid="scskeleton_path"``), named as there: by milestones or, with
-    ``groupby``, by their cells' majority label.
+    each branch of ``tl.branch_test`` (the branches of ``tl.fork_test``) in the
+    colours ``pl.trends`` gives them (``gid="scskeleton_path"``), named as
+    there: by milestones or, with ``groupby``, by their cells' majority label.
+    A ``tl.association_test`` result spans the whole tree and is refused
+    (``ValueError``).
 
     Parameters
     ----------
     adata
-        Annotated data matrix on which ``tl.trends`` or ``tl.branch_test`` has run.
+        Annotated data matrix on which ``tl.trends``, ``tl.branch_test`` or ``tl.fork_test`` has run.
     key
         The ``key_added`` of that run.
     basis, components, dimensions, color
@@ -376,6 +379,10 @@ def path(
     several column pairs) when ``show=False``, else ``None``.
     """
     result = _result(adata, key, "sks.pl.path")
+    if "edges" not in result:  # tl.association_test tests every lineage: the whole tree
+        raise ValueError(f"sks.pl.path draws the path or branches of a tl.trends, tl.branch_test or tl.fork_test "
+                         f"result; {key!r} is a tl.{result['method']} result, which spans the whole tree: draw it "
+                         f"with sks.pl.tree(adata, {result['graph']!r}).")
     graph = read_graph(adata, result["graph"])
     space, coordinates = basis_coordinates(adata, graph, basis)
     pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
@@ -404,6 +411,8 @@ def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], 
     (``path_name``) or ``"trunk and branches"`` with the groups compared."""
     handles = []
     for label, colour in zip(labels, colors):
+        if label not in result["edges"]:  # the fork test's trunk: its cells are not compared
+            continue
         edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
         segments = np.stack([nodes[edges[:, 0]], nodes[edges[:, 1]]], axis=1)
         # under the cells (over the graph's edges and nodes), so that no cell hides beneath it

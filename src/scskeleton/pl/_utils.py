@@ -577,8 +577,27 @@ def majority_label(adata: AnnData, groupby: str, cells: np.ndarray) -> str | Non
 
 
 def check_groupby(adata: AnnData, groupby: str | None) -> None:
-    if groupby is not None and (not isinstance(groupby, str) or groupby not in adata.obs.columns):
+    """``groupby`` names labels of the cells: a categorical, string or boolean column of ``adata.obs``
+    (``KeyError`` when it is none; ``ValueError`` for a numeric column, whose every value would be a label)."""
+    if groupby is None:
+        return
+    if not isinstance(groupby, str) or groupby not in adata.obs.columns:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; columns: {list(adata.obs.columns)}.")
+    column = adata.obs[groupby]
+    if (not isinstance(column.dtype, pd.CategoricalDtype) and pd.api.types.is_numeric_dtype(column.dtype)
+            and not pd.api.types.is_bool_dtype(column.dtype)):
+        raise ValueError(
+            f"groupby={groupby!r} names a numeric column; it needs labels of the cells: a categorical or string "
+            f"column (adata.obs[{groupby!r}].astype('category') for cluster numbers, pd.cut(...) for a "
+            "continuous value)."
+        )
+
+
+def group_labels(adata: AnnData, groupby: str) -> pd.Categorical:
+    """``obs[groupby]`` (checked by :func:`check_groupby`) as categories: a categorical column as it is,
+    strings or booleans in sorted order; ``adata`` is not changed."""
+    column = adata.obs[groupby]
+    return column.array if isinstance(column.dtype, pd.CategoricalDtype) else pd.Categorical(column)
 
 
 def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[str, str]:
