@@ -600,3 +600,24 @@ def test_what_looks_like_counts():
     assert not looks_like_counts(sparse.csr_matrix((3, 4)))
     assert not looks_like_counts(np.array([[0.0, 1.5], [2.0, 0.0]]))  # normalised
     assert not looks_like_counts(np.array([[-1.0, 1.0], [2.0, 0.0]]))  # scaled
+
+
+def test_genes_by_a_boolean_mask_or_by_numeric_symbols(fitted):
+    """A mask over the genes (adata.var_names.str.startswith(...), a var column) picks them, as their
+    names would; it was read as 200 unknown gene names. A numeric symbol column names gene 4 by 4 or "4"."""
+    adata = fitted.copy()
+    mask = adata.var_names.str.endswith("1")
+    sks.tl.association_test(adata, KEY, genes=mask, key_added="by_mask")
+    sks.tl.association_test(adata, KEY, genes=list(adata.var_names[mask]), key_added="by_name")
+    np.testing.assert_array_equal(adata.var["by_mask_pval"], adata.var["by_name_pval"])
+    assert adata.var["by_mask_pval"].notna().sum() == mask.sum()
+    before = _state(adata)
+    with pytest.raises(ValueError, match="one value per gene"):
+        sks.tl.association_test(adata, KEY, genes=mask[:-1])
+    with pytest.raises(ValueError, match="selects no gene"):
+        sks.tl.association_test(adata, KEY, genes=np.zeros(adata.n_vars, dtype=bool))
+    assert _state(adata) == before
+    adata.var["number"] = np.arange(adata.n_vars)
+    for gene in (4, "4"):
+        sks.tl.association_test(adata, KEY, genes=[gene], gene_symbols="number", key_added="by_number")
+        assert adata.var["by_number_pval"].notna().to_numpy().nonzero()[0].tolist() == [4]

@@ -245,13 +245,23 @@ def check_gene_symbols(adata: AnnData, gene_symbols: str | None) -> None:
 
 def gene_columns(adata: AnnData, genes, *, gene_symbols: str | None = None) -> np.ndarray | None:
     """Column indices into ``adata.var`` of ``genes`` (``None``: all genes), named by ``var_names`` or, as
-    scanpy's ``gene_symbols``, by the ``adata.var`` column ``gene_symbols``."""
+    scanpy's ``gene_symbols``, by the ``adata.var`` column ``gene_symbols`` (compared as strings), or
+    picked by a boolean mask with one value per gene."""
     check_gene_symbols(adata, gene_symbols)
     if genes is None:
         return None
     genes = [genes] if isinstance(genes, str) else list(genes)
     if not genes:
         raise ValueError("genes is empty; pass gene names or None for all genes.")
+    if all(isinstance(gene, (bool, np.bool_)) for gene in genes):
+        if len(genes) != adata.n_vars:
+            raise ValueError(f"genes as a boolean mask needs one value per gene ({adata.n_vars}); got {len(genes)}.")
+        index = np.flatnonzero(np.asarray(genes, dtype=bool))
+        if not index.size:
+            raise ValueError("genes (a boolean mask) selects no gene; pass gene names or None for all genes.")
+        return index.astype(np.intp)
+    if gene_symbols is not None:
+        genes = [str(gene) for gene in genes]  # as the symbols are read: a numeric column names gene 4 "4"
     if gene_symbols is None:
         where = "adata.var_names"
         if not adata.var_names.is_unique:
