@@ -19,6 +19,7 @@ from ._trends import (
     _lineage_cells,
     _per_gene,
     _reading_threads,
+    _warn_if_counts,
     _warn_lowered_df,
 )
 
@@ -117,6 +118,7 @@ def activation(
     if direction not in association_core.DIRECTIONS:
         raise ValueError(f"direction must be one of {association_core.DIRECTIONS}; got {direction!r}.")
     start = logg.info(f"timing the activation of {_count(columns, adata)} genes along {len(chains)} lineage(s)")
+    _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = association_core.activation(
             matrix, rows, pseudotime[rows], group[rows], membership, alpha=alpha, min_rise=min_rise,

@@ -25,6 +25,7 @@ from ._trends import (
     _per_cell,
     _per_gene,
     _reading_threads,
+    _warn_if_counts,
     _warn_lowered_df,
 )
 
@@ -151,6 +152,7 @@ def fork_test(
         f"testing {_count(columns, adata)} genes for differences just after the fork at node "
         f"{fork.branch_point} ({len(fork.branches)} branches)"
     )
+    _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = branch_core.fork_test(
             matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=df,

@@ -195,6 +195,7 @@ def trends(
         raise ValueError(f"The {where} of {key!r} holds {rows.size} cells; a trend needs more. Pick a longer path.")
 
     start = logg.info(f"fitting trends of {_count(columns, adata)} genes along the {where} ({rows.size} cells)")
+    _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = trend_core.trend_test(
             matrix, rows, times, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns, periodic=bool(loop)
@@ -404,6 +405,7 @@ def branch_test(
         f"testing {_count(columns, adata)} genes for differences between the {len(branches)} branches "
         f"at node {fork.branch_point} ({rows.size} cells)"
     )
+    _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = branch_core.branch_test(
             matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
@@ -545,6 +547,7 @@ def association_test(
         f"testing {_count(columns, adata)} genes for change along {len(chains)} lineage(s) of {key!r} "
         f"({rows.size} cells)"
     )
+    _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = association_core.association_test(
             matrix, rows, pseudotime[rows], group[rows], membership, n_knots=n_knots, df=df,
@@ -681,23 +684,25 @@ def _expression(adata: AnnData, layer: str | None, use_raw: bool) -> tuple[objec
 
     A dask array is wrapped for the chunked pass (:class:`scskeleton._dask.stats.ChunkedExpression`)
     and never loaded."""
-    matrix, where = get_expression(adata, layer=layer, use_raw=use_raw, lazy=True)
+    matrix, _ = get_expression(adata, layer=layer, use_raw=use_raw, lazy=True)
     if is_dask(matrix):
         require_dask("This test")
         from .._dask.stats import ChunkedExpression
 
         matrix = ChunkedExpression(matrix)
-    _warn_if_counts(matrix, where)
     return matrix, {"layer": MAIN_MATRIX if layer is None else layer, "use_raw": bool(use_raw)}
 
 
-def _warn_if_counts(matrix, where: str) -> None:
+def _warn_if_counts(matrix, source: dict, rows: np.ndarray) -> None:
     """Raw counts differ between cells by their library sizes, which the Gaussian tests would read as
     expression: with one fate sequenced twice as deep, 89 % of genes at a constant share of every
     library had an association p below 0.05 on counts (37 % log-normalised, 6 % on Pearson residuals;
-    docs/methods/trends.md)."""
-    head = splines.take_rows(matrix, np.arange(min(COUNT_CHECK_CELLS, matrix.shape[0])), None)
+    docs/methods/trends.md). Read from the first of the tested cells (``rows``), so that a dask
+    matrix is read only where the test reads it."""
+    head = splines.take_rows(matrix, np.sort(rows)[:COUNT_CHECK_CELLS], None)
     if looks_like_counts(head):
+        layer = source["layer"]
+        where = "adata.raw.X" if source["use_raw"] else "adata.X" if layer == MAIN_MATRIX else f"adata.layers[{layer!r}]"
         logg.warning(
             f"{where} holds non-negative integers and looks like raw counts. The tests fit Gaussian noise "
             "around each trend and read the cells' different library sizes as expression: test Pearson "
