@@ -260,8 +260,6 @@ def gene_columns(adata: AnnData, genes, *, gene_symbols: str | None = None) -> n
         if not index.size:
             raise ValueError("genes (a boolean mask) selects no gene; pass gene names or None for all genes.")
         return index.astype(np.intp)
-    if gene_symbols is not None:
-        genes = [str(gene) for gene in genes]  # as the symbols are read: a numeric column names gene 4 "4"
     if gene_symbols is None:
         where = "adata.var_names"
         if not adata.var_names.is_unique:
@@ -269,6 +267,7 @@ def gene_columns(adata: AnnData, genes, *, gene_symbols: str | None = None) -> n
         index = adata.var_names.get_indexer(genes)
     else:
         where = f"adata.var[{gene_symbols!r}]"
+        genes = [str(gene) for gene in genes]  # as the symbols are read: a numeric column names gene 4 "4"
         names = pd.Index(adata.var[gene_symbols].astype(str))
         # a symbol column may repeat a name elsewhere; only the genes asked for must be unambiguous
         repeated = names.duplicated(keep=False)

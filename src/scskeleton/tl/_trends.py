@@ -90,8 +90,8 @@ def trends(
         where they started after one turn (genes of the cell cycle). The test
         against a constant is the same.
     genes
-        Genes to fit (names in ``var_names``, or in ``adata.var[gene_symbols]``);
-        default all.
+        Genes to fit (names in ``var_names``, or in ``adata.var[gene_symbols]``,
+        or a boolean mask over the genes); default all.
     layer
         Layer holding the expression; default ``adata.X``. Use log-normalised
         values: the model is Gaussian with constant variance.
@@ -702,7 +702,8 @@ def _warn_if_counts(matrix, source: dict, rows: np.ndarray) -> None:
     head = splines.take_rows(matrix, np.sort(rows)[:COUNT_CHECK_CELLS], None)
     if looks_like_counts(head):
         layer = source["layer"]
-        where = "adata.raw.X" if source["use_raw"] else "adata.X" if layer == MAIN_MATRIX else f"adata.layers[{layer!r}]"
+        where = "adata.X" if layer == MAIN_MATRIX else f"adata.layers[{layer!r}]"
+        where = "adata.raw.X" if source["use_raw"] else where
         logg.warning(
             f"{where} holds non-negative integers and looks like raw counts. The tests fit Gaussian noise "
             "around each trend and read the cells' different library sizes as expression: test Pearson "
