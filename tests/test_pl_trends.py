@@ -414,3 +414,14 @@ def test_groupby_is_one_rule_for_every_plot(with_modules):
         with pytest.raises(KeyError, match="not a column"):
             plot(groupby="no_such_column")
     assert _state(adata) == before
+
+
+def test_an_activation_result_is_refused_with_where_its_times_are(with_modules):
+    adata = with_modules.copy()
+    sks.tl.activation(adata, KEY, genes=list(adata.var_names[:10]))
+    before = _state(adata)
+    with pytest.raises(KeyError, match="tl.activation times"):
+        sks.pl.trends(adata, f"{KEY}_activation", "gene_0", show=False)
+    with pytest.raises(KeyError, match="tl.fork_test or tl.association_test result"):
+        sks.pl.trends(adata, "no_such_result", "gene_0", show=False)
+    assert _state(adata) == before

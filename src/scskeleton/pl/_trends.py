@@ -434,13 +434,17 @@ def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], 
 
 def _result(adata: AnnData, key: str, caller: str) -> dict:
     """The ``tl.trends`` / ``tl.branch_test`` result under ``key``, checked for every field a plot reads."""
-    hint = ("Run sks.tl.trends(adata, <graph key>, path=(start, end)) or "
-            "sks.tl.branch_test(adata, <graph key>, branch_point=...) first, or pass the key_added you used.")
+    hint = ("Run sks.tl.trends(adata, <graph key>, path=(start, end)), sks.tl.branch_test or sks.tl.fork_test "
+            "(adata, <graph key>, branch_point=...) or sks.tl.association_test(adata, <graph key>) first, or pass "
+            "the key_added you used.")
     entry = adata.uns.get(key)
     if not isinstance(entry, Mapping) or entry.get("method") not in METHODS:
         found = [k for k, v in adata.uns.items() if isinstance(v, dict) and v.get("method") in METHODS]
-        raise KeyError(f"{caller} found no tl.trends or tl.branch_test result under adata.uns[{key!r}]. {hint} "
-                       f"Results present: {found}.")
+        if isinstance(entry, Mapping) and entry.get("method") == "activation":
+            hint = (f"{key!r} holds tl.activation times (var[{key + '_time'!r}], varm[{key + '_time'!r}]), "
+                    "which no plot draws; draw the curves of the association test they came from. " + hint)
+        raise KeyError(f"{caller} found no tl.trends, tl.branch_test, tl.fork_test or tl.association_test result "
+                       f"under adata.uns[{key!r}]. {hint} Results present: {found}.")
     result = entry
     needed = [f"varm[{key + '_curves'!r}]"] if f"{key}_curves" not in adata.varm else []
     if result["method"] == "association_test":
