@@ -39,6 +39,7 @@ CHUNKED_METHODS = ("ddrtree", "rpg", "rpg_l1")
 #: Cells per chunk when a .zarr input is opened lazily without --chunks.
 LAZY_CHUNK = 100_000
 
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = _parser()

@@ -141,7 +141,7 @@ def get_representation(
     if use_rep == "X":
         if adata.X is None:
             raise KeyError("adata.X is empty; pass use_rep=<an obsm key> instead.")
-        values, where = adata.X, "adata.X"
+        values, where = adata.X, expression_name(None)
     elif use_rep in adata.obsm:
         values, where = adata.obsm[use_rep], f"adata.obsm[{use_rep!r}]"
     else:
@@ -173,6 +173,14 @@ def get_representation(
     return values
 
 
+def expression_name(layer: str | None, use_raw: bool = False) -> str:
+    """Where :func:`get_expression` reads the expression, for messages: ``"adata.X"``,
+    ``"adata.layers['counts']"`` or ``"adata.raw.X"``."""
+    if use_raw:
+        return "adata.raw.X"
+    return "adata.X" if layer is None else f"adata.layers[{layer!r}]"
+
+
 def get_expression(adata: AnnData, *, layer: str | None, use_raw: bool = False, lazy: bool = False):
     """The cells × genes matrix ``adata.X`` (``layer=None``), ``adata.layers[layer]`` or, with
     ``use_raw=True``, ``adata.raw.X`` for the genes of ``adata.var_names`` (:func:`raw_expression`), as
@@ -189,16 +197,16 @@ def get_expression(adata: AnnData, *, layer: str | None, use_raw: bool = False, 
     if use_raw:
         if layer is not None:
             raise ValueError(f"Pass either use_raw=True or layer={layer!r}, not both (as in scanpy).")
-        values, where = raw_expression(adata), "adata.raw.X"
+        values, where = raw_expression(adata), expression_name(None, use_raw=True)
     elif layer is None:
         if adata.X is None:
             raise KeyError("adata.X is empty; pass layer=<a key of adata.layers> instead.")
-        values, where = adata.X, "adata.X"
+        values, where = adata.X, expression_name(None)
     elif not isinstance(layer, str) or layer not in adata.layers:
         raise KeyError(f"adata.layers[{layer!r}] not found; use layer=None for adata.X or one of "
                        f"{sorted(adata.layers.keys())}.")
     else:
-        values, where = adata.layers[layer], f"adata.layers[{layer!r}]"
+        values, where = adata.layers[layer], expression_name(layer)
     chunked = lazy and is_dask(values)
     if chunked and values.ndim != 2:
         raise ValueError(f"{where} must be 2-D (cells × genes); got shape {values.shape}.")

@@ -21,7 +21,7 @@ from .._core.trees import trajectory as trajectory_core
 from .._core.validation import COUNT_CHECK_CELLS, looks_like_counts
 from .._dask import is_dask, require_dask
 from .._schema import MAIN_MATRIX, phase_key, pseudotime_key, read_graph, resolve_key, segment_key
-from ._inputs import check_key, gene_columns, get_expression
+from ._inputs import check_key, expression_name, gene_columns, get_expression
 from ._milestones import resolve_node, resolve_segment
 from ._results import plain_params
 from ._threads import chunked_solver_threads
@@ -701,11 +701,9 @@ def _warn_if_counts(matrix, source: dict, rows: np.ndarray) -> None:
     matrix is read only where the test reads it."""
     head = splines.take_rows(matrix, np.sort(rows)[:COUNT_CHECK_CELLS], None)
     if looks_like_counts(head):
-        layer = source["layer"]
-        where = "adata.X" if layer == MAIN_MATRIX else f"adata.layers[{layer!r}]"
-        where = "adata.raw.X" if source["use_raw"] else where
+        layer = None if source["layer"] == MAIN_MATRIX else source["layer"]
         logg.warning(
-            f"{where} holds non-negative integers and looks like raw counts. The tests fit Gaussian noise "
+            f"{expression_name(layer, source['use_raw'])} holds non-negative integers and looks like raw counts. The tests fit Gaussian noise "
             "around each trend and read the cells' different library sizes as expression: test Pearson "
             "residuals of the counts (sc.experimental.pp.normalize_pearson_residuals), or log-normalised "
             "values (sc.pp.normalize_total, then sc.pp.log1p)."
