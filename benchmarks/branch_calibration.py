@@ -1,25 +1,35 @@
-"""Calibration of ``tl.branch_test`` on a LEARNED pseudotime, on the realistic generator.
+"""Calibration of ``tl.branch_test`` (or ``tl.fork_test``) on a LEARNED pseudotime.
 
 Data: :func:`scskeleton._testing.realistic_with_shared_genes` — ``simulate_trajectory`` counts
 (2,000 cells, 2 fates) → normalize_total → log1p → 1,000 highly variable genes → 30 PCs →
 learner with defaults → root at the earliest cells → pseudotime, plus 200 genes that follow one
 sigmoid of the TRUE time on both branches (exact shared-trend genes). The test runs at the
-learned fork with registration ``both`` (the default), ``fit`` and ``none``; with ``--true-time`` also on
-the true time with the learner's own split of the cells into trunk and branches, which tells the
-pseudotime's errors from the split's.
+learned fork (at each with ``--every-fork``) with registration ``both`` (the default), ``fit``
+and ``none``; with ``--true-time`` also on the true time with the learner's own split of the
+cells into trunk and branches, which tells the pseudotime's errors from the split's.
 
 Per run: the share of shared-trend genes flagged at FDR 0.05 (acceptance: at most 5 %), the
 share with p < 0.05, and the Kolmogorov–Smirnov p of their p-values against the uniform
 (acceptance: above 0.01); the power over the generator's genes of the two fate branches (those
 with a true base mean of at least 1 count, and all) and the AUROC of the expressed ones' p-values
-against the shared genes' (acceptance: power ≥ 0.9, AUROC ≥ 0.95). Runs whose tree does not have exactly one branch point are reported
-and skipped. The figures are in ``docs/methods/trends.md``.
+against the shared genes' (acceptance: power ≥ 0.9, AUROC ≥ 0.95). Without ``--every-fork``, runs
+whose tree does not have exactly one branch point are reported and skipped. The figures are in
+``docs/methods/trends.md``.
 
 With ``--generator random_walk`` the counts come from :func:`scskeleton._testing.random_walk_tree`
 (PROSSTT-like: every gene mixes programs that part gradually after the fork), whose genes carry no
-truth of their own: only the shared genes' columns are reported.
+truth of their own: only the shared genes' columns are reported. With ``--generator curves`` the
+tree is learned on the geometry of :func:`scskeleton._testing.curved_tree` (two fates, each branch a
+smooth random curve in 50 dimensions, ``--noise`` its sd; 1,500 cells), whose 100 shared-trend and
+40 branch genes are its own (no genes appended; all branch genes count as expressed).
+
+``--fates`` sets the fates of the first two generators; ``--every-fork`` tests at every branch
+point of every tree (default: only trees with exactly one, the others skipped); ``--test fork``
+runs ``tl.fork_test`` instead of ``tl.branch_test``.
 
 Run: python benchmarks/branch_calibration.py --seeds 10 --methods ddrtree rpg --true-time
+The battery of docs/methods/trends.md (every fork of 3-fate trees):
+python benchmarks/branch_calibration.py --seeds 6 --fates 3 --every-fork [--generator random_walk] [--test fork]
 """
 
 from __future__ import annotations
@@ -34,15 +44,17 @@ from scipy.stats import kstest
 from sklearn.metrics import roc_auc_score
 
 import scskeleton as sks
-from scskeleton._testing import realistic_with_shared_genes
+from scskeleton._testing import curved_tree, realistic_with_shared_genes
+
+TESTS = {"branch": sks.tl.branch_test, "fork": sks.tl.fork_test}
 
 
-def calibration(adata, names, method: str, registration: str) -> dict:
-    """At the tree's one fork: flagged share, share with p < 0.05 and KS p of the shared-trend genes;
-    power (share called at FDR 0.05) over the generator's genes of the two fate branches, expressed
-    (true base mean ≥ 1 count) and all; AUROC of the expressed ones' p-values against the shared genes'."""
-    fork = int(adata.uns[method]["branch_points"][0])
-    sks.tl.branch_test(adata, method, branch_point=fork, registration=registration, key_added="calibration")
+def calibration(adata, names, method: str, registration: str, *, fork: int, test: str = "branch") -> dict:
+    """At ``fork``: flagged share, share with p < 0.05 and KS p of the shared-trend genes;
+    power (share called at FDR 0.05) over the generator's genes of the fate branches, expressed
+    (true base mean ≥ 1 count, where the generator has one) and all; AUROC of the expressed ones'
+    p-values against the shared genes'."""
+    TESTS[test](adata, method, branch_point=fork, registration=registration, key_added="calibration")
     qvals = adata.var.loc[names, "calibration_qval"].to_numpy()
     pvals = adata.var.loc[names, "calibration_pval"].to_numpy()
     shared = {"flagged": float(np.mean(qvals < 0.05)), "p_below_0.05": float(np.mean(pvals < 0.05)),
@@ -50,7 +62,7 @@ def calibration(adata, names, method: str, registration: str) -> dict:
     if "true_program" not in adata.var:  # the random-walk generator's genes carry no truth of their own
         return {**shared, "power_expressed": np.nan, "power_all": np.nan, "auroc": np.nan}
     fates = adata.var["true_program"].eq("branch") & ~adata.var["true_branch"].isin(["", "branch_0"])
-    expressed = fates & (adata.var["true_base_mean"] >= 1)
+    expressed = fates & (adata.var["true_base_mean"] >= 1) if "true_base_mean" in adata.var else fates
     branch_q = adata.var.loc[fates, "calibration_qval"].to_numpy()
     branch_p = adata.var.loc[expressed, "calibration_pval"].fillna(1.0).to_numpy()
     return {**shared,
@@ -59,13 +71,30 @@ def calibration(adata, names, method: str, registration: str) -> dict:
             "auroc": float(roc_auc_score(np.r_[np.ones(branch_p.size), np.zeros(pvals.size)], -np.r_[branch_p, pvals]))}
 
 
+def prepared(args, seed: int, method: str):
+    """The data of one seed with a learned pseudotime, and the names of its shared-trend genes."""
+    if args.generator != "curves":
+        return realistic_with_shared_genes(seed, method=method, generator=args.generator, n_fates=args.fates)
+    adata = curved_tree(seed, noise=args.noise)
+    getattr(sks.tl, method)(adata, use_rep="X_geometry")
+    sks.tl.root(adata, method, obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, method)
+    return adata, list(adata.var_names[adata.var["true_program"].eq("shared")])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--methods", nargs="+", default=["ddrtree", "rpg"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--generator", default="simulate_trajectory", choices=["simulate_trajectory", "random_walk"],
-                        help="the counts' generator (random_walk: scskeleton._testing.random_walk_tree)")
+    parser.add_argument("--generator", default="simulate_trajectory",
+                        choices=["simulate_trajectory", "random_walk", "curves"],
+                        help="the data's generator (random_walk: scskeleton._testing.random_walk_tree; "
+                             "curves: scskeleton._testing.curved_tree)")
+    parser.add_argument("--fates", type=int, default=2, help="fates of the simulate_trajectory and random_walk trees")
+    parser.add_argument("--noise", type=float, default=0.3, help="sd of the curves generator's geometric noise")
+    parser.add_argument("--every-fork", action="store_true", help="test at every branch point of every tree")
+    parser.add_argument("--test", default="branch", choices=sorted(TESTS))
     parser.add_argument("--true-time", action="store_true",
                         help="also test on the true time with the learner's trunk/branch split")
     args = parser.parse_args()
@@ -74,10 +103,10 @@ def main() -> None:
     rows = []
     for method in args.methods:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            adata, names = realistic_with_shared_genes(seed, method=method, generator=args.generator)
-            n_forks = len(adata.uns[method]["branch_points"])
-            if n_forks != 1:
-                rows.append({"method": method, "seed": seed, "skipped": f"{n_forks} branch points"})
+            adata, names = prepared(args, seed, method)
+            forks = [int(fork) for fork in adata.uns[method]["branch_points"]]
+            if len(forks) != 1 and not args.every_fork:
+                rows.append({"method": method, "seed": seed, "skipped": f"{len(forks)} branch points"})
                 print(json.dumps(rows[-1]), flush=True)
                 continue
             runs = {"learned, both axes": (adata, "both"), "learned, registered": (adata, "fit"),
@@ -86,11 +115,13 @@ def main() -> None:
                 truth = adata.copy()
                 truth.obs[f"{method}_pseudotime"] = truth.obs["true_pseudotime"].to_numpy()
                 runs["true, learned split"] = (truth, "none")
-            for label, (data, registration) in runs.items():
-                row = {"method": method, "seed": seed, "time": label, **calibration(data, names, method, registration)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    print("\n| learner | time | flagged at FDR 0.05, per seed | p < 0.05 | KS p | seeds with KS p > 0.01 "
+            for fork in forks:
+                for label, (data, registration) in runs.items():
+                    row = {"method": method, "seed": seed, "fork": fork, "time": label,
+                           **calibration(data, names, method, registration, fork=fork, test=args.test)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    print("\n| learner | time | flagged at FDR 0.05, per fork | p < 0.05 | KS p | forks with KS p > 0.01 "
           "| power, expressed fate genes | power, all fate genes | AUROC, expressed |")
     print("|---|---|---|---:|---|---:|---:|---:|---:|")
     for method in args.methods:

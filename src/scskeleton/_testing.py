@@ -15,6 +15,7 @@ __all__ = [
     "angle_agreement",
     "branch_majorities",
     "central_differences",
+    "curved_tree",
     "directional_difference",
     "distinct_colours",
     "fit_on_counts",
@@ -214,6 +215,72 @@ def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 20
     adata.obs["true_pseudotime"] = np.concatenate(time).astype(float)
     adata.obs["true_branch"] = pd.Categorical([str(b) for b in branch])
     adata.uns["true_parent"] = {str(b): str(p) for b, p in parent.items()}
+    return adata
+
+
+def curved_tree(seed: int, *, n_cells: int = 1500, n_dims: int = 50, noise: float = 0.3):
+    """A two-fate tree of smooth random curves in ``n_dims`` dimensions, with genes on its TRUE time.
+
+    A third generator, written apart from the other two and from the tests' thresholds: the trunk
+    and each branch run along a random direction plus a sum of low-frequency sines per dimension
+    (every branch curves at its own pace), the fork at a random true time in [0.25, 0.5], the cells'
+    times Beta-distributed (density uneven along the tree), the second fate taking a random 25–50 %
+    of the cells past the fork, isotropic noise of sd ``noise`` on the geometry
+    (``obsm["X_geometry"]``). 240 genes, each with noise sd 0.5: 100 follow one random curve of the
+    true time (a tanh step plus a Gaussian bump) on every branch (``var["true_program"]`` "shared"),
+    100 are constant ("constant"), 40 follow such a curve plus a ramp of ±1–2 over the first 0.3 of
+    time past the fork on one fate ("branch", ``var["true_branch"]`` names it). ``obs`` holds
+    ``true_pseudotime`` and ``true_branch`` ("branch_0" the trunk, "branch_1" and "branch_2" the fates).
+    Used by ``benchmarks/branch_calibration.py --generator curves`` and the tests.
+    """
+    import pandas as pd
+    from anndata import AnnData
+
+    rng = np.random.default_rng([31, seed])
+    fork = rng.uniform(0.25, 0.5)
+    time = rng.beta(rng.uniform(0.8, 1.5), rng.uniform(0.8, 1.5), n_cells)
+    second = rng.random(n_cells) < rng.uniform(0.25, 0.5)
+    branch = np.where(time < fork, 0, np.where(second, 2, 1))
+
+    def direction():
+        vector = rng.normal(size=n_dims)
+        return vector / np.linalg.norm(vector)
+
+    def wiggle(share):  # zero at share 0: each curve starts where its parent ended
+        frequency = np.arange(1, 4)
+        amplitude = rng.normal(size=(n_dims, 3)) * 0.6 / frequency
+        phase = rng.uniform(0, 2 * np.pi, (n_dims, 3))
+        waves = np.sin(np.pi * frequency * share[:, None, None] + phase) - np.sin(phase)
+        return (amplitude * waves).sum(axis=-1)
+
+    geometry = 6 * time[:, None] * direction() + wiggle(np.minimum(time, fork) / fork)
+    for b in (1, 2):
+        mine = branch == b
+        geometry[mine] += 6 * (time[mine] - fork)[:, None] * direction() + wiggle((time[mine] - fork) / (1 - fork))
+    geometry += noise * rng.standard_normal(geometry.shape)
+
+    def trend(n_genes):
+        step, centre = rng.uniform(0.5, 2, n_genes), rng.uniform(0.1, 0.9, n_genes)
+        width, bump = rng.uniform(0.1, 0.4, n_genes), rng.uniform(-1.5, 1.5, n_genes)
+        peak, spread = rng.uniform(0, 1, n_genes), rng.uniform(0.1, 0.3, n_genes)
+        t = time[:, None]
+        return step * np.tanh((t - centre) / width) + bump * np.exp(-(((t - peak) / spread) ** 2))
+
+    n_shared, n_constant, n_branch = 100, 100, 40
+    fate = rng.integers(1, 3, n_branch)
+    ramp = np.clip((time[:, None] - fork) / 0.3, 0, 1) * (branch[:, None] == fate)
+    values = np.hstack([trend(n_shared), np.zeros((n_cells, n_constant)),
+                        trend(n_branch) + rng.uniform(1, 2, n_branch) * rng.choice([-1, 1], n_branch) * ramp])
+    values = 3 + values + 0.5 * rng.standard_normal(values.shape)
+    var = pd.DataFrame({
+        "true_program": ["shared"] * n_shared + ["constant"] * n_constant + ["branch"] * n_branch,
+        "true_branch": [""] * (n_shared + n_constant) + [f"branch_{b}" for b in fate],
+    }, index=[f"shared_{i}" for i in range(n_shared)] + [f"constant_{i}" for i in range(n_constant)]
+       + [f"branch_{i}" for i in range(n_branch)])
+    adata = AnnData(values, var=var)
+    adata.obs["true_pseudotime"] = time
+    adata.obs["true_branch"] = pd.Categorical([f"branch_{b}" for b in branch])
+    adata.obsm["X_geometry"] = geometry
     return adata
 
 
