@@ -420,8 +420,64 @@ def test_an_activation_result_is_refused_with_where_its_times_are(with_modules):
     adata = with_modules.copy()
     sks.tl.activation(adata, KEY, genes=list(adata.var_names[:10]))
     before = _state(adata)
-    with pytest.raises(KeyError, match="tl.activation times"):
+    with pytest.raises(KeyError, match="tl.activation times.*sks.pl.activation"):
         sks.pl.trends(adata, f"{KEY}_activation", "gene_0", show=False)
     with pytest.raises(KeyError, match="tl.fork_test or tl.association_test result"):
         sks.pl.trends(adata, "no_such_result", "gene_0", show=False)
+    assert _state(adata) == before
+
+
+@pytest.fixture(scope="module")
+def with_activation(with_modules):
+    adata = with_modules.copy()
+    sks.tl.activation(adata, KEY, genes=list(adata.var_names[:30]))
+    return adata
+
+
+def test_activation_plot_draws_each_lineage_s_time_earliest_first(with_activation):
+    adata = with_activation
+    name = f"{KEY}_activation"
+    times = np.asarray(adata.varm[f"{name}_time"])
+    before = _state(adata)
+    ax = sks.pl.activation(adata, name, show=False)
+    # a marker per lineage a drawn gene activates on, at its time, on the gene's row
+    shown = [label.get_text() for label in ax.get_yticklabels()]
+    rows = adata.var_names.get_indexer(shown)
+    assert len(shown) == min(30, int(np.isfinite(times).any(axis=1).sum())) > 0
+    earliest = np.nanmin(times[rows], axis=1)
+    assert np.all(np.diff(earliest) >= 0)  # earliest on top (first row)
+    points = np.vstack([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+    expected = np.argwhere(np.isfinite(times[rows]))
+    assert points.shape[0] == expected.shape[0]
+    np.testing.assert_allclose(np.sort(points[:, 0]), np.sort(times[rows][np.isfinite(times[rows])]))
+    assert ax.get_legend() is not None and len(ax.get_legend().get_texts()) == len(adata.uns[name]["lineages"])
+    assert "pseudotime" in ax.get_xlabel()
+    # genes given, by symbol; genes that never activate are left out
+    adata_symbols = adata.copy()
+    adata_symbols.var["symbol"] = [f"S{i}" for i in range(adata.n_vars)]
+    never = int(np.flatnonzero(~np.isfinite(times).any(axis=1))[0]) if (~np.isfinite(times).any(axis=1)).any() else None
+    picked = [f"S{rows[1]}", f"S{rows[0]}"] + ([f"S{never}"] if never is not None else [])
+    ax = sks.pl.activation(adata_symbols, name, genes=picked, gene_symbols="symbol", show=False)
+    assert [label.get_text() for label in ax.get_yticklabels()] == [f"S{rows[0]}", f"S{rows[1]}"]
+    assert _state(adata) == before
+
+
+def test_activation_plot_refuses_what_it_cannot_draw(with_activation, with_modules):
+    adata = with_activation
+    name = f"{KEY}_activation"
+    before = _state(adata)
+    with pytest.raises(KeyError, match="no tl.activation result"):
+        sks.pl.activation(adata, LINEAGES, show=False)  # an association test
+    with pytest.raises(KeyError, match="gene_symbols"):
+        sks.pl.activation(adata, name, gene_symbols="no_such_column", show=False)
+    with pytest.raises(ValueError, match="n_genes"):
+        sks.pl.activation(adata, name, n_genes=0, show=False)
+    flat = adata.var_names[~np.isfinite(np.asarray(adata.varm[f"{name}_time"])).any(axis=1)]
+    if len(flat):
+        with pytest.raises(ValueError, match="activates on no lineage|activates on any lineage"):
+            sks.pl.activation(adata, name, genes=list(flat[:3]), show=False)
+    broken = adata.copy()
+    del broken.varm[f"{name}_rise"]
+    with pytest.raises(KeyError, match="incomplete"):
+        sks.pl.activation(broken, name, show=False)
     assert _state(adata) == before

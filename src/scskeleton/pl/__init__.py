@@ -7,6 +7,7 @@ interactive, ``save=`` writes the figure to a path, and the return value is the
 Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None``.
 """
 
+from ._activation import activation
 from ._cell_graph import cell_graph
 from ._dendrogram import dendrogram
 from ._fates import fates
@@ -17,6 +18,7 @@ from ._tree import tree
 from ._trends import branch_heatmap, path, trends
 
 __all__ = [
+    "activation",
     "adjacency",
     "branch_heatmap",
     "cell_graph",

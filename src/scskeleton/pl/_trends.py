@@ -442,7 +442,8 @@ def _result(adata: AnnData, key: str, caller: str) -> dict:
         found = [k for k, v in adata.uns.items() if isinstance(v, dict) and v.get("method") in METHODS]
         if isinstance(entry, Mapping) and entry.get("method") == "activation":
             hint = (f"{key!r} holds tl.activation times (var[{key + '_time'!r}], varm[{key + '_time'!r}]), "
-                    "which no plot draws; draw the curves of the association test they came from. " + hint)
+                    f"which sks.pl.activation(adata, {key!r}) draws; here, draw the curves of the association "
+                    "test they came from. " + hint)
         raise KeyError(f"{caller} found no tl.trends, tl.branch_test, tl.fork_test or tl.association_test result "
                        f"under adata.uns[{key!r}]. {hint} Results present: {found}.")
     result = entry

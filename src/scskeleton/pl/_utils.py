@@ -605,7 +605,7 @@ def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[s
 
     A branch of ``tl.branch_test`` / ``tl.fork_test`` is named by the
     milestones of its first segment (``"fork 1 → tip 2"``); a lineage of
-    ``tl.association_test`` by its first and last milestone (``"root → tip 2"``).
+    ``tl.association_test`` or ``tl.activation`` by its first and last milestone (``"root → tip 2"``).
     With ``groupby`` each is named instead by the most common label of its
     cells (for a lineage: the cells of its last segment, where it ends);
     labels that tie are joined (``"Ery/Mk"``, see :func:`majority_label`), and
@@ -621,7 +621,7 @@ def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[s
     segments = adata.obs[segment_column].astype(str).to_numpy() if segment_column in adata.obs else None
     named: dict[str, str] = {}
     cells: dict[str, np.ndarray] = {}
-    if result.get("method") == "association_test":
+    if result.get("method") in ("association_test", "activation"):
         nodes = milestone_names(graph)
         for leaf, chain in result["lineages"].items():
             chain = [str(s) for s in np.asarray(chain).ravel()]
