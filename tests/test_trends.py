@@ -564,7 +564,7 @@ def test_gene_tests_hold_on_curved_branches_in_50_dimensions(method):
     flags 4–99 % of the shared genes over seeds 0–11), and the defaults still hold. Measured with
     ``benchmarks/branch_calibration.py --generator curves`` on seeds 0–11: shared genes flagged at
     most 5 % by the branch test on all 24 forks (Kolmogorov–Smirnov p > 0.01 on 21), every branch
-    gene called; the fork test at most 5 % on 22 (worst 8 %)."""
+    gene called; the fork test at most 5 % on all 24 (22, worst 8 %, with one warp)."""
     for seed in (0, 1, 2):
         adata = curved_tree(seed)
         getattr(sks.tl, method)(adata, use_rep="X_geometry")
