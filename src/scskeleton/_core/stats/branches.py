@@ -850,8 +850,8 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) ->
     both: 78, 80 and 83, both criteria met on 68, 73 and 74; the branch genes called fall by about
     one point. The branch test's ``"fit"``: both criteria on 62 → 74 of the 87 forks (24 of 24 on
     the curved generator). With ``"both"`` a third comparison made the p-values conservative where
-    the warps are right (both criteria on 75 → 65 of the 87 forks, flagged shares no better than
-    from two), so ``"both"`` keeps the five-piece warp alone beside the unregistered axis
+    the warps are right (both criteria on 75 → 65 of the 87 forks; at most 5 % flagged on 81 → 82),
+    so ``"both"`` keeps the five-piece warp alone beside the unregistered axis
     (docs/methods/trends.md).
 
     The warp is read from every gene of ``matrix``, whichever genes are tested: the distortion
