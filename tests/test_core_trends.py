@@ -928,3 +928,14 @@ def test_periodic_trend_test_is_calibrated_and_finds_a_cycle():
     assert result.grid.size == 100 and result.grid[-1] - result.grid[0] < 1.0
     peak = result.grid[np.argmax(curve)]
     assert abs(np.mod(peak - 0.3 + 0.5, 1.0) - 0.5) < 0.05
+
+
+def test_a_warp_criterion_is_computed_once_per_warp():
+    """The warp search's rounds try many warps again (a slope's factor 1, a shift a branch already
+    has): each is scored once, and a warp that differs in any slope, shift or break is scored anew."""
+    calls = []
+    score = branches._remembered(lambda warp: calls.append(warp) or float(warp.slopes.sum()))
+    warp = branches.BranchWarp.identity(1.0, np.array([1.0, 2.0]), 3)
+    assert score(warp) == score(warp.replace(slopes=warp.slopes.copy())) == 6.0 and len(calls) == 1
+    assert score(warp.replace(shifts=np.array([0.0, 0.1]))) == 6.0 and len(calls) == 2
+    assert score(branches.BranchWarp.identity(1.0, np.array([1.0, 3.0]), 3)) == 6.0 and len(calls) == 3

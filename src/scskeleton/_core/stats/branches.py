@@ -247,8 +247,8 @@ def fit_branch_warps(
     groups = np.asarray(groups, dtype=np.intp)
     n_branches = int(groups.max())
     pick = np.unique(np.linspace(0, rows.size - 1, min(rows.size, WARP_CELLS)).astype(np.intp))
-    sub_rows, sub_times, sub_groups = rows[pick], times[pick], groups[pick]
-    block = take_rows(matrix, sub_rows, None)  # at most WARP_CELLS cells, every gene, from a chunked matrix too
+    block = take_rows(matrix, rows[pick], None)  # at most WARP_CELLS cells, every gene, from a chunked matrix too
+    sub_times, sub_groups = times[pick], groups[pick]
     if sparse.issparse(block):  # choose the genes on the sparse block; densify only those
         block = sparse.csc_matrix(block, dtype=np.float64)
         mean = np.asarray(block.mean(axis=0)).ravel()
@@ -310,7 +310,7 @@ def fit_branch_warps(
     # a gene counts as shared under a warp while its branch-specific curves improve on the
     # shared curve by less than the 99 % quantile of that improvement under the null
     threshold = stats.chi2.ppf(SHARED_QUANTILE, (n_branches - 1) * df)
-    residual_df = max(sub_rows.size - n_branches * df, 1.0)
+    residual_df = max(sub_times.size - n_branches * df, 1.0)
     own_fits = _branch_fits(gram, cross, sumsq, basis.penalty, df=df, names=names, trunk_name="the trunk")
     alone = sum(fit.rss for fit in own_fits) * (1.0 + threshold / residual_df)
 
@@ -341,6 +341,9 @@ def fit_branch_warps(
             return np.inf
         statistic = residual_df * (shared - own) / np.maximum(own, np.finfo(float).tiny)
         return float(np.minimum(statistic, threshold).sum())
+
+    # the rounds try many warps more than once (a slope's factor 1, the shift a branch already has)
+    loss, mismatch = _remembered(loss), _remembered(mismatch)
 
     # the stretch that gives every branch the same reach past the fork (tradeSeq's registration),
     # and the way there from no stretch at all: the data choose among them
@@ -392,6 +395,19 @@ def fit_branch_warps(
     searched = min((refine(stretched), refine(started), aligned), key=loss)
     # the search's criterion finds the region cheaply; the exact one has the last word (docstring)
     return balanced(min((searched, refine(searched, mismatch)), key=mismatch))
+
+
+def _remembered(criterion):
+    """``criterion`` of a :class:`BranchWarp`, computed once per warp."""
+    seen = {}
+
+    def remembered(warp: BranchWarp) -> float:
+        key = (warp.breaks.tobytes(), warp.slopes.tobytes(), warp.shifts.tobytes())
+        if key not in seen:
+            seen[key] = criterion(warp)
+        return seen[key]
+
+    return remembered
 
 
 def _timed_genes(block, spread: np.ndarray, times: np.ndarray, *, n_knots: int, df: float) -> np.ndarray:

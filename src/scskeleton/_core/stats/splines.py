@@ -219,10 +219,13 @@ def _fold(columns: np.ndarray, n_basis: int) -> np.ndarray:
     return folded
 
 
+_GAUSS_LEGENDRE_2 = np.polynomial.legendre.leggauss(2)
+
+
 def _curvature_products(second, knots: np.ndarray) -> np.ndarray:
     """∫ B_j'' B_k'' over ``knots``' range, exact: B'' is linear on each knot interval, so 2-point
     Gauss–Legendre integrates the products exactly."""
-    nodes, weights = np.polynomial.legendre.leggauss(2)
+    nodes, weights = _GAUSS_LEGENDRE_2
     half = np.diff(knots) / 2.0
     middle = (knots[:-1] + knots[1:]) / 2.0
     points = (middle[:, None] + half[:, None] * nodes[None, :]).ravel()
