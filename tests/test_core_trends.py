@@ -198,6 +198,7 @@ def _trend_null(df, replicates=50, n_cells=300, n_genes=4000):
     return np.concatenate(pvals), np.array(discoveries)
 
 
+@pytest.mark.xdist_group("trend_null")  # one worker simulates the cached null once
 @pytest.mark.parametrize("level", [0.05, 0.01])
 @pytest.mark.parametrize("df", [3.0, 6.0])
 def test_trend_p_values_hold_their_level_on_null_genes(df, level):
@@ -208,6 +209,7 @@ def test_trend_p_values_hold_their_level_on_null_genes(df, level):
     assert (discoveries > 0).sum() <= 7 and discoveries.max() <= 2, discoveries
 
 
+@pytest.mark.xdist_group("trend_null")  # one worker simulates the cached null once
 @pytest.mark.parametrize("df", [3.0, 6.0])
 def test_trend_p_values_hold_their_level_in_the_far_tail(df):
     """At p < 0.001, where a handful of null genes among thousands decide what BH calls: the
@@ -255,6 +257,7 @@ def _branch_null_runs(index, replicates, n_genes, registration):
     return np.concatenate(compared), np.concatenate(tested)
 
 
+@pytest.mark.xdist_group("branch_null")  # one worker simulates the cached null once
 @pytest.mark.parametrize(
     ("index", "level"),
     [(i, level) for i in range(len(BRANCH_NULLS)) for level in (0.05, 0.01)],
@@ -265,6 +268,7 @@ def test_branch_p_values_hold_their_level_when_branches_share_the_trend(index, l
     _check_level(_branch_null(index), level)
 
 
+@pytest.mark.xdist_group("branch_null")  # one worker simulates the cached null once
 @pytest.mark.parametrize("index", range(len(BRANCH_NULLS)))
 def test_both_registrations_are_conservative_where_both_axes_are_right(index):
     """Each gene's larger p-value of two valid comparisons stays below the level, by about a quarter
