@@ -95,6 +95,8 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.3, help="sd of the curves generator's geometric noise")
     parser.add_argument("--every-fork", action="store_true", help="test at every branch point of every tree")
     parser.add_argument("--test", default="branch", choices=sorted(TESTS))
+    parser.add_argument("--registrations", nargs="+", default=["both", "fit", "none"], choices=["both", "fit", "none"],
+                        help="the registrations to run (default all three)")
     parser.add_argument("--true-time", action="store_true",
                         help="also test on the true time with the learner's trunk/branch split")
     args = parser.parse_args()
@@ -112,8 +114,9 @@ def main() -> None:
             # the method note leaves out trees whose learned order is not the true one (Spearman < 0.9)
             order = float(spearmanr(adata.obs["true_pseudotime"], adata.obs[f"{method}_pseudotime"],
                                     nan_policy="omit")[0])
-            runs = {"learned, both axes": (adata, "both"), "learned, registered": (adata, "fit"),
-                    "learned, unregistered": (adata, "none")}
+            runs = {label: (adata, registration) for label, registration in (
+                ("learned, both axes", "both"), ("learned, registered", "fit"), ("learned, unregistered", "none"))
+                if registration in args.registrations}
             if args.true_time:
                 truth = adata.copy()
                 truth.obs[f"{method}_pseudotime"] = truth.obs["true_pseudotime"].to_numpy()

@@ -893,6 +893,20 @@ def test_branch_warp_is_monotone_and_reports_its_overall_stretch():
     np.testing.assert_allclose(bent(np.array([1.0]), np.array([2])), [1.1])  # the shift at the fork
 
 
+def test_branch_overlap_reads_how_far_the_warped_branches_run_side_by_side():
+    warp = branches.BranchWarp.identity(1.0, np.array([1.0, 2.0]), n_pieces=2)
+    assert branches.branch_overlap(warp) == 1.0  # both leave the fork; the shorter lies within the longer
+    assert branches.branch_overlap(warp.replace(shifts=np.array([0.5, 0.0]))) == 1.0  # [1.5, 2.5] within [1, 3]
+    assert branches.branch_overlap(warp.replace(shifts=np.array([0.0, 0.5]))) == pytest.approx(0.5)  # [1, 2], [1.5, 3.5]
+    assert branches.branch_overlap(warp.replace(shifts=np.array([0.0, 1.0]))) == 0.0  # one starts where the other ends
+    slower = warp.slopes.copy()
+    slower[0] = 0.5  # the first squeezed to [1, 1.5] beside [1.25, 3.25]
+    assert branches.branch_overlap(warp.replace(slopes=slower, shifts=np.array([0.0, 0.25]))) == pytest.approx(0.5)
+    three = branches.BranchWarp.identity(1.0, np.ones(3))
+    assert branches.branch_overlap(three.replace(shifts=np.array([0.0, 0.5, 0.0]))) == pytest.approx(0.5)
+    assert branches.branch_overlap(three.replace(shifts=np.array([0.0, 0.0, 2.0]))) == 0.0  # the third apart
+
+
 def test_periodic_basis_wraps_round_and_penalises_all_but_the_constant():
     phases = np.random.default_rng(1).uniform(0, 1, 400)
     basis = splines.periodic_spline_basis(phases, 10)

@@ -12,7 +12,7 @@ from scipy import sparse, stats
 from sklearn.metrics import roc_auc_score
 
 import scskeleton as sks
-from scskeleton._testing import curved_tree, realistic_with_shared_genes
+from scskeleton._testing import curved_tree, fit_on_counts, realistic_with_shared_genes
 
 KEY = "ddrtree"
 
@@ -443,6 +443,20 @@ def test_registration_reads_the_warp_from_genes_that_follow_time(seed):
     adata, names = realistic_with_shared_genes(seed, generator="random_walk")
     assert len(adata.uns["ddrtree"]["branch_points"]) == 1
     assert _flagged(adata, names, "fit") <= 0.12
+
+
+def test_the_fork_test_compares_branches_side_by_side_on_the_counts_own_genes():
+    """simulate_trajectory seed 4 through the documented protocol, no genes appended: the warp reads
+    the counts' own genes, and the alignment by dynamic time warping (whose shift is not bounded) slid
+    the second branch past nearly all of the first one's cells. The fork test's window then held 10 of
+    its cells and called none of the 2,000 genes (287 on the unwarped time). A warp now keeps at least
+    half of the shorter branch's stretch beside the other (MIN_KEPT_OVERLAP): 33 cells, 42 genes here."""
+    adata = sks.datasets.simulate_trajectory(2000, n_fates=2, random_state=4)
+    fit_on_counts(adata, "ddrtree")
+    assert len(adata.uns["ddrtree"]["branch_points"]) == 1
+    sks.tl.fork_test(adata, "ddrtree", branch_point="fork 1")
+    assert adata.uns["ddrtree_fork_test"]["n_cells"].min() >= 20
+    assert np.sum(adata.var["ddrtree_fork_test_qval"].to_numpy() < 0.05) >= 20
 
 
 def test_the_default_holds_the_level_where_the_warp_alone_does_not():

@@ -110,6 +110,15 @@ MAX_RELATIVE_STRETCH = 1.75
 #: all sat at its final true time). The branch's own curves, which the warp is compared with,
 #: are fitted on its unwarped time, so flattening cannot absorb a gene that still changes there.
 TERMINAL_MIN_SLOPE = 0.1
+#: A warp keeps at least this share of the shorter branch's stretch past the fork beside the
+#: others (:func:`branch_overlap`; all of it without a warp, every branch starting at the fork).
+#: Registration puts branches that run side by side on one axis; sliding them apart instead lets
+#: one "shared" curve follow each branch over its own stretch of time, which fits every gene and
+#: tests nothing. The alignment by dynamic time warping, whose shift is not
+#: bounded, did that on a simulate_trajectory fork (DDRTree, seed 4): the second branch moved past
+#: nearly all of the first one's cells, the fork test's window held 10 of its cells and called no gene
+#: of 2,000 (287 on the unwarped axis).
+MIN_KEPT_OVERLAP = 0.5
 #: A gene counts as shared under a warp below this quantile of the null's improvement.
 SHARED_QUANTILE = 0.99
 #: The alignment of branches by dynamic time warping cuts each into this many bins ...
@@ -240,7 +249,8 @@ def fit_branch_warps(
     A branch that genuinely stops early keeps its pace over the stretch both
     branches cover. The branches' common stretch and shift are fixed (geometric
     mean of the stretches 1, mean shift 0): they move every branch alike against
-    the trunk and change no comparison between branches.
+    the trunk and change no comparison between branches. No warp may put the
+    branches less than :data:`MIN_KEPT_OVERLAP` side by side (:func:`branch_overlap`).
     """
     rows = np.asarray(rows, dtype=np.intp)
     times = np.asarray(times, dtype=float)
@@ -314,20 +324,22 @@ def fit_branch_warps(
     own_fits = _branch_fits(gram, cross, sumsq, basis.penalty, df=df, names=names, trunk_name="the trunk")
     alone = sum(fit.rss for fit in own_fits) * (1.0 + threshold / residual_df)
 
-    def too_stretched(warp: BranchWarp) -> bool:
+    def out_of_bounds(warp: BranchWarp) -> bool:
         log_stretch = np.log(np.maximum(warp.stretch, np.finfo(float).tiny))
-        return bool(np.any(np.abs(log_stretch) > np.log(MAX_RELATIVE_STRETCH)))
+        if np.any(np.abs(log_stretch) > np.log(MAX_RELATIVE_STRETCH)):
+            return True
+        return branch_overlap(warp) < MIN_KEPT_OVERLAP
 
     def loss(warp: BranchWarp) -> float:
         warp = balanced(warp)
-        if too_stretched(warp):
+        if out_of_bounds(warp):
             return np.inf
         return float(np.minimum(shared_rss(warp), alone).sum())
 
     def mismatch(warp: BranchWarp) -> float:
         # the exact criterion: each gene's shared and own curves on the same warped axis
         warp = balanced(warp)
-        if too_stretched(warp):
+        if out_of_bounds(warp):
             return np.inf
         basis, design = basis_at(warp)
         gram_at = [design[rows_].T @ design[rows_] for rows_ in members]
@@ -395,6 +407,24 @@ def fit_branch_warps(
     searched = min((refine(stretched), refine(started), aligned), key=loss)
     # the search's criterion finds the region cheaply; the exact one has the last word (docstring)
     return balanced(min((searched, refine(searched, mismatch)), key=mismatch))
+
+
+def branch_overlap(warp: BranchWarp) -> float:
+    """How far the warped branches run side by side: the least, over the branches, of the share of
+    the shorter of two stretches that lies within the longer, the stretches being where the warp
+    puts a branch's [fork, fork + reach] and the hull of the other branches' (1 without a warp, all
+    branches starting at the fork; 0 when a branch is put wholly before or after the others)."""
+    lengths = np.diff(warp.breaks, axis=1)
+    starts = warp.fork + warp.shifts
+    spans = np.column_stack([starts, starts + (warp.slopes * lengths).sum(axis=1)])
+    shares = []
+    for b in range(spans.shape[0]):
+        others = np.delete(spans, b, axis=0)
+        hull = np.array([others[:, 0].min(), others[:, 1].max()])
+        common = min(spans[b, 1], hull[1]) - max(spans[b, 0], hull[0])
+        shorter = min(spans[b, 1] - spans[b, 0], hull[1] - hull[0])
+        shares.append(1.0 if shorter <= 0 else float(np.clip(common / shorter, 0.0, 1.0)))
+    return min(shares)
 
 
 def _remembered(criterion):
