@@ -117,8 +117,9 @@ def test_fork_test_writes_the_schema_survives_h5ad_and_plots(rpg_tree, tmp_path)
 
 
 def test_fork_test_effects_are_read_where_every_branch_has_cells():
-    """A branch whose few window cells start late (10 cells at 8.0-8.6 of a window 5.7-8.6): its curve
-    was averaged over its extrapolation to the fork, and genes got effects of up to 37 on log values
+    """A branch whose few window cells start late (10 cells at 8.0-8.6 of a window 5.7-8.6 before the
+    warp was kept beside the other branch; 26 cells at 7.6-8.9 of 6.1-9.0 since): its curve was
+    averaged over its extrapolation to the fork, and genes got effects of up to 37 on log values
     spanning 6.3 (pure noise genes up to 62). Effects stay within each gene's range in the window,
     curves are NaN exactly where a branch has no cells (on its registered time: whether the late branch
     reaches the window's end depends on the warp), and a window asked for past every cell ends at them."""
@@ -132,7 +133,7 @@ def test_fork_test_effects_are_read_where_every_branch_has_cells():
     fork = int(adata.uns["ddrtree"]["branch_points"][0])
     sks.tl.fork_test(adata, "ddrtree", branch_point=fork)
     name = "ddrtree_fork_test"
-    assert min(adata.uns[name]["n_cells"]) <= 12  # the case of the docstring
+    assert min(adata.uns[name]["n_cells"]) <= 0.1 * max(adata.uns[name]["n_cells"])  # the case of the docstring
     in_window = adata.obs[f"{name}_branch"].notna().to_numpy() & (adata.obs[f"{name}_branch"] != "trunk").to_numpy()
     values = adata.X[in_window].toarray()
     assert np.all(adata.var[f"{name}_effect"].to_numpy() <= np.ptp(values, axis=0) + 1e-9)
