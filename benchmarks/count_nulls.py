@@ -11,10 +11,11 @@ Per tree: the share of the null genes flagged at FDR 0.05 and the share with p <
 expressed ones (true base mean ≥ 1 count) and over the trunk genes, how many branches the
 learned fork has (the truth: 2), and the power: the share of the expressed genes that change on a
 fate branch (``true_program`` "branch") called at FDR 0.05. Unlike ``branch_calibration.py``, no
-genes that follow the true time are appended, so the warp reads the counts' own genes alone. Trees without exactly one branch point are reported and skipped.
+genes that follow the true time are appended, so the warp reads the counts' own genes alone. Trees
+without exactly one branch point are reported and skipped.
 
 The genes are null in their counts' mean, not in every scale they are tested on, so each tree is
-tested on four layers (``--layers``):
+tested on five layers (``--layers``):
 
 - ``lognorm``: ``normalize_total`` + ``log1p``, the protocol's values;
 - ``lognorm_depth``: the same with each gene's linear dependence on the log total count removed
