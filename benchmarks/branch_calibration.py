@@ -58,7 +58,8 @@ def calibration(adata, names, method: str, registration: str, *, fork: int, test
     qvals = adata.var.loc[names, "calibration_qval"].to_numpy()
     pvals = adata.var.loc[names, "calibration_pval"].to_numpy()
     shared = {"flagged": float(np.mean(qvals < 0.05)), "p_below_0.05": float(np.mean(pvals < 0.05)),
-              "ks_p": float(kstest(pvals, "uniform").pvalue)}
+              "ks_p": float(kstest(pvals, "uniform").pvalue),
+              "warp_at_bound": bool(adata.uns["calibration"]["warp_at_bound"])}
     if "true_program" not in adata.var:  # the random-walk generator's genes carry no truth of their own
         return {**shared, "power_expressed": np.nan, "power_all": np.nan, "auroc": np.nan}
     fates = adata.var["true_program"].eq("branch") & ~adata.var["true_branch"].isin(["", "branch_0"])

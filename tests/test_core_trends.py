@@ -508,6 +508,41 @@ def test_registration_flattens_a_terminal_pile_of_cells():
     assert warp.slopes[1, -1] < branches.SLOPE_RANGE[0]
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_warp_set_by_its_bounds_says_so(seed):
+    """Every gene parts after the fork (a rise on one branch, at a random onset) and the branches run
+    at one pace: no gene is shared, so any warp that slides or stretches the branches apart lets one
+    "shared" curve follow each over its own stretch of time. The search stretches them 1.74 / 0.57,
+    pressed against MAX_RELATIVE_STRETCH: the warp and both tests say so (``at_bound``). A uniform
+    3-fold stretch of one branch, which the warp undoes at 1.73 / 0.58, is not pressed against it."""
+    rng = np.random.default_rng(seed)
+    times = rng.uniform(0, 2, 1500)
+    groups = np.where(times < 0.5, 0, rng.integers(1, 3, 1500))
+    past = np.clip(times - 0.5, 0, None)
+    onsets, owners = rng.uniform(0.2, 1.2, 200), 1 + np.arange(200) % 2
+    parting = np.where(groups[:, None] == owners, 1.5 / (1 + np.exp(-(past[:, None] - onsets) / 0.1)), 0.0)
+    trunk = 1.0 / (1 + np.exp(-(times[:, None] - rng.uniform(0.1, 0.4, 40)) / 0.05))
+    values = np.hstack([parting, trunk]) + 0.5 * rng.standard_normal((1500, 240))
+    rows = np.arange(1500)
+    warp = branches.fit_branch_warps(values, rows, times, groups, n_knots=10, df=6.0)
+    assert warp.at_bound and np.abs(np.log(warp.stretch)).max() > np.log(1.6)
+    assert branches.fork_test(values, rows, times, groups).warp_at_bound
+    values, learned, groups = _stretched_fork(3.0)
+    stretched = branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
+    assert not stretched.at_bound and np.abs(np.log(stretched.stretch)).max() > np.log(1.6)
+
+
+def test_a_warp_pressed_against_a_bound_is_told_from_one_that_stops_inside():
+    warp = branches.BranchWarp.identity(1.0, np.array([1.0, 1.0]), n_pieces=2)
+    stretched = warp.replace(slopes=np.array([[1.7, 1.7], [1 / 1.7, 1 / 1.7]]))
+    farther = lambda w: -w.stretch[0]  # noqa: E731  a criterion that keeps improving past the bound
+    back = lambda w: abs(w.stretch[0] - 1.7)  # noqa: E731  ... and one whose best lies at 1.7
+    assert branches._pressed_against_bounds(stretched, farther)
+    assert not branches._pressed_against_bounds(stretched, back)
+    assert not branches._pressed_against_bounds(warp.replace(slopes=np.array([[1.2, 1.2], [0.8, 0.8]])), farther)
+    assert branches._pressed_against_bounds(warp.replace(shifts=np.array([0.0, 0.52])), back)  # overlap 0.48
+
+
 def test_a_short_branch_beside_a_long_crowded_one_keeps_its_df_and_the_level():
     """A short trunk and a short branch beside a branch of 1,800 cells: the quantiles of all cells
     left the short curve one or two knot intervals, so the warp's fit raised (df=6 outside 2–4) and,

@@ -27,6 +27,7 @@ from ._trends import (
     _reading_threads,
     _warn_if_counts,
     _warn_lowered_df,
+    _warn_warp_at_bound,
 )
 
 
@@ -127,7 +128,8 @@ def fork_test(
         for the cells left out).
     ``adata.uns[name]``
         ``method`` (``"fork_test"``), ``params``, ``graph``, ``branch_point``,
-        ``time``, ``stretch``, ``shift``, ``branches`` (labels: the id of the segment
+        ``time``, ``stretch``, ``shift``, ``warp_at_bound`` (as in
+        ``tl.branch_test``), ``branches`` (labels: the id of the segment
         each branch starts with), ``segments``, ``fork`` and ``window`` (on
         the time axis), ``grid``, ``knots``, ``df``, ``n_cells`` (per branch,
         in the window) and ``edges`` (for ``pl.path``).
@@ -161,6 +163,7 @@ def fork_test(
             n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
         )
     _warn_lowered_df(df, result.df)
+    _warn_warp_at_bound(result)
 
     adata = adata.copy() if copy else adata
     tested = np.arange(adata.n_vars) if columns is None else columns
@@ -195,6 +198,7 @@ def fork_test(
         "time": "pseudotime" if registration == "none" else "registered pseudotime",
         "stretch": result.stretch,
         "shift": result.shift,
+        "warp_at_bound": result.warp_at_bound,
         "branches": np.array(fork.names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "fork": result.fork,

@@ -365,7 +365,8 @@ def branch_test(
         ``method`` (``"branch_test"``), ``params``, ``graph``, ``branch_point``,
         ``time`` (``"registered pseudotime"``, or ``"pseudotime"`` with
         ``registration="none"``), ``stretch`` (each branch's factor), ``shift``
-        (each branch's shift),
+        (each branch's shift), ``warp_at_bound`` (the warp pressed against a
+        bound of its family, with a warning),
         ``branches`` (the id of the segment each
         branch starts with, also its label), ``segments`` (``{"trunk" or
         label: segment ids}``), ``grid``,
@@ -421,6 +422,7 @@ def branch_test(
             names=fork.messages(),
         )
     _warn_lowered_df(df, result.df_shared)
+    _warn_warp_at_bound(result)
 
     adata = adata.copy() if copy else adata
     tested = np.arange(adata.n_vars) if columns is None else columns
@@ -450,6 +452,7 @@ def branch_test(
         "time": "pseudotime" if registration == "none" else "registered pseudotime",
         "stretch": result.stretch,
         "shift": result.shift,
+        "warp_at_bound": result.warp_at_bound,
         "branches": np.array(branch_names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "grid": result.grid,
@@ -667,6 +670,18 @@ def _lineage_cells(adata: AnnData, key: str):
     group = np.array([index.get(label, -1) for label in labels])
     rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
     return chains, membership, group, rows, pseudotime
+
+
+def _warn_warp_at_bound(result) -> None:
+    if result.warp_at_bound:
+        logg.warning(
+            "The registration's warp pressed against a bound of its family (one branch's pace about 1.75-fold "
+            "another's, or the branches barely side by side past the fork; uns[...]['warp_at_bound']). Either the "
+            "branches do not run side by side in process time here, or nearly every gene the warp reads differs "
+            "between them and the warp parted the branches so that one curve follows each, and fewer genes are "
+            "called than the data support. Compare registration='none' (docs/methods/trends.md, 'The branches "
+            "stay side by side')."
+        )
 
 
 def _warn_lowered_df(requested, used: float) -> None:
