@@ -317,6 +317,7 @@ def test_branch_test_by_default_calls_a_gene_only_where_both_axes_do(tested, tmp
     back = anndata.read_h5ad(tmp_path / "both.h5ad")
     for column in (f"{name}_pval_registered", f"{name}_pval_unregistered", "fork_both_pval_unregistered"):
         pd.testing.assert_series_equal(back.var[column], adata.var[column])
+    assert bool(back.uns["fork"]["warp_at_bound"]) == bool(adata.uns["fork"]["warp_at_bound"])
 
 
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
