@@ -463,12 +463,20 @@ def test_registration_removes_a_uniform_stretch_of_one_branch():
 def test_registration_bounds_the_branches_relative_pace_but_undoes_a_threefold_stretch():
     """The warp keeps each branch's overall factor within MAX_RELATIVE_STRETCH of the branches' mean
     (it stretched the branches of a three-fate fork 7-fold apart when nearly every gene parted), yet
-    a uniform 3-fold stretch of one branch is registered: shared genes keep their level."""
+    a uniform 3-fold stretch of one branch is registered: shared genes keep their level. A 4-fold
+    stretch presses against that bound, and the search again within WIDE_RELATIVE_STRETCH finds its
+    best warp inside (on the learned axis 60-70 % of the shared genes were flagged)."""
     values, learned, groups = _stretched_fork(3.0)
     result = branches.branch_test(values, np.arange(900), learned, groups)
     assert np.all(np.abs(np.log(result.stretch)) <= np.log(branches.MAX_RELATIVE_STRETCH) + 1e-9)
     assert result.stretch[1] / result.stretch[0] < 0.45  # most of the 3-fold stretch undone
     assert (result.pvals < 0.05).mean() < 0.1 and (result.qvals < 0.05).mean() < 0.02
+    values, learned, groups = _stretched_fork(4.0)
+    assert branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0).at_bound
+    for test in (branches.branch_test, branches.fork_test):
+        result = test(values, np.arange(900), learned, groups)
+        assert not result.warp_at_bound and result.stretch[1] / result.stretch[0] < 0.3
+        assert (result.pvals < 0.05).mean() < 0.1 and (result.qvals < 0.05).mean() < 0.02
 
 
 def test_registration_keeps_branches_that_stop_early():
@@ -513,8 +521,9 @@ def test_a_warp_set_by_its_bounds_says_so(seed):
     """Every gene parts after the fork (a rise on one branch, at a random onset) and the branches run
     at one pace: no gene is shared, so any warp that slides or stretches the branches apart lets one
     "shared" curve follow each over its own stretch of time. The search stretches them 1.74 / 0.57,
-    pressed against MAX_RELATIVE_STRETCH: the warp and both tests say so (``at_bound``). A uniform
-    3-fold stretch of one branch, which the warp undoes at 1.73 / 0.58, is not pressed against it."""
+    pressed against MAX_RELATIVE_STRETCH, and again against WIDE_RELATIVE_STRETCH: the warp says so
+    (``at_bound``), and both tests compare the branches on the learned axis, as ``"none"`` does. A
+    uniform 3-fold stretch of one branch, which the warp undoes at 1.73 / 0.58, is not pressed against it."""
     rng = np.random.default_rng(seed)
     times = rng.uniform(0, 2, 1500)
     groups = np.where(times < 0.5, 0, rng.integers(1, 3, 1500))
@@ -526,7 +535,13 @@ def test_a_warp_set_by_its_bounds_says_so(seed):
     rows = np.arange(1500)
     warp = branches.fit_branch_warps(values, rows, times, groups, n_knots=10, df=6.0)
     assert warp.at_bound and np.abs(np.log(warp.stretch)).max() > np.log(1.6)
-    assert branches.fork_test(values, rows, times, groups).warp_at_bound
+    for test, default in ((branches.fork_test, "fit"), (branches.branch_test, "both")):
+        result, learned = test(values, rows, times, groups), test(values, rows, times, groups, registration="none")
+        assert result.warp_at_bound and not learned.warp_at_bound, default
+        np.testing.assert_array_equal(result.pvals, learned.pvals)
+        np.testing.assert_array_equal(result.times, learned.times)
+        assert np.all(result.stretch == 1) and np.all(result.shift == 0) and np.isnan(result.pvals_registered).all()
+        assert (result.qvals[:200] < 0.05).mean() > 0.5  # the parting genes, called on the learned axis
     values, learned, groups = _stretched_fork(3.0)
     stretched = branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
     assert not stretched.at_bound and np.abs(np.log(stretched.stretch)).max() > np.log(1.6)

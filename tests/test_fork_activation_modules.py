@@ -117,12 +117,12 @@ def test_fork_test_writes_the_schema_survives_h5ad_and_plots(rpg_tree, tmp_path)
 
 
 def test_fork_test_effects_are_read_where_every_branch_has_cells():
-    """A branch whose few window cells start late (10 cells at 8.0-8.6 of a window 5.7-8.6 before the
-    warp was kept beside the other branch; 26 cells at 7.6-8.9 of 6.1-9.0 since): its curve was
+    """A branch whose few window cells start late (a gap of unsampled transit cells; first met where a
+    warp slid one branch along the other, 10 cells at 8.0-8.6 of a window 5.7-8.6): its curve was
     averaged over its extrapolation to the fork, and genes got effects of up to 37 on log values
-    spanning 6.3 (pure noise genes up to 62). Effects stay within each gene's range in the window,
-    curves are NaN exactly where a branch has no cells (on its registered time: whether the late branch
-    reaches the window's end depends on the warp), and a window asked for past every cell ends at them."""
+    spanning 6.3 (pure noise genes up to 62). Here the second branch's cells in the first 60 % of the
+    window are left out. Effects stay within each gene's range in the window, curves are NaN exactly
+    where a branch has no cells, and a window asked for past every cell ends at them."""
     adata = sks.datasets.simulate_trajectory(800, n_fates=2, n_genes=500, random_state=1)
     sc.pp.normalize_total(adata)
     sc.pp.log1p(adata)
@@ -131,9 +131,15 @@ def test_fork_test_effects_are_read_where_every_branch_has_cells():
     sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
     sks.tl.pseudotime(adata, "ddrtree")
     fork = int(adata.uns["ddrtree"]["branch_points"][0])
+    sks.tl.fork_test(adata, "ddrtree", branch_point=fork, key_added="whole")
+    whole = adata.uns["whole"]
+    smaller = whole["branches"][int(np.argmin(whole["n_cells"]))]
+    past = adata.obs["ddrtree_pseudotime"].to_numpy() - whole["fork"]
+    gap = (adata.obs["whole_branch"] == smaller).to_numpy() & (past < 0.6 * whole["window"])
+    adata = adata[~gap].copy()
     sks.tl.fork_test(adata, "ddrtree", branch_point=fork)
     name = "ddrtree_fork_test"
-    assert min(adata.uns[name]["n_cells"]) <= 0.1 * max(adata.uns[name]["n_cells"])  # the case of the docstring
+    assert min(adata.uns[name]["n_cells"]) <= 0.2 * max(adata.uns[name]["n_cells"])  # the case of the docstring
     in_window = adata.obs[f"{name}_branch"].notna().to_numpy() & (adata.obs[f"{name}_branch"] != "trunk").to_numpy()
     values = adata.X[in_window].toarray()
     assert np.all(adata.var[f"{name}_effect"].to_numpy() <= np.ptp(values, axis=0) + 1e-9)

@@ -68,7 +68,9 @@ def fork_test(
     all genes), so that a learner's uneven stretching of the branches is not
     called a difference (``registration="none"`` turns this off;
     ``"both"`` calls a gene only where the comparison on the pseudotime as
-    it is calls it too).
+    it is calls it too); a warp pressed against the bounds of its family is
+    not used, and the branches are compared on the pseudotime as it is, with
+    a warning (``uns[name]["warp_at_bound"]``).
 
     Parameters
     ----------
@@ -195,7 +197,7 @@ def fork_test(
         )),
         "graph": key,
         "branch_point": fork.branch_point,
-        "time": "pseudotime" if registration == "none" else "registered pseudotime",
+        "time": "pseudotime" if registration == "none" or result.warp_at_bound else "registered pseudotime",
         "stretch": result.stretch,
         "shift": result.shift,
         "warp_at_bound": result.warp_at_bound,

@@ -348,7 +348,12 @@ def branch_test(
         ``"both"`` the five-piece warp alone is compared beside the
         unregistered axis: a third comparison made the p-values conservative.
         ``"none"``: compare the pseudotimes as they are (calibrated only when
-        they are proportional to the process's time on every branch). On a
+        they are proportional to the process's time on every branch). Where
+        the warp presses against the bounds of its family (a branch's pace
+        more than 4-fold another's, or the branches slid past each other),
+        genes that part after the fork placed it, not genes the branches
+        share; the branches are then compared on the learned pseudotime, with
+        a warning and ``uns[name]["warp_at_bound"]``. On a
         dask matrix, ``"fit"`` and ``"both"`` first read the (at most 3,000)
         cells the warps are fitted on; ``"fit"`` and ``"both"`` pass over the
         cells twice.
@@ -364,9 +369,10 @@ def branch_test(
     ``adata.uns[name]``
         ``method`` (``"branch_test"``), ``params``, ``graph``, ``branch_point``,
         ``time`` (``"registered pseudotime"``, or ``"pseudotime"`` with
-        ``registration="none"``), ``stretch`` (each branch's factor), ``shift``
-        (each branch's shift), ``warp_at_bound`` (the warp pressed against a
-        bound of its family, with a warning),
+        ``registration="none"`` or a warp at its bound), ``stretch`` (each
+        branch's factor), ``shift`` (each branch's shift), ``warp_at_bound``
+        (the warp pressed against a bound of its family and the branches were
+        compared on the learned pseudotime, with a warning),
         ``branches`` (the id of the segment each
         branch starts with, also its label), ``segments`` (``{"trunk" or
         label: segment ids}``), ``grid``,
@@ -449,7 +455,7 @@ def branch_test(
         )),
         "graph": key,
         "branch_point": fork.branch_point,
-        "time": "pseudotime" if registration == "none" else "registered pseudotime",
+        "time": "pseudotime" if registration == "none" or result.warp_at_bound else "registered pseudotime",
         "stretch": result.stretch,
         "shift": result.shift,
         "warp_at_bound": result.warp_at_bound,
@@ -675,12 +681,12 @@ def _lineage_cells(adata: AnnData, key: str):
 def _warn_warp_at_bound(result) -> None:
     if result.warp_at_bound:
         logg.warning(
-            "The registration's warp pressed against a bound of its family (one branch's pace about 1.75-fold "
-            "another's, or the branches barely side by side past the fork; uns[...]['warp_at_bound']). Either the "
-            "branches do not run side by side in process time here, or nearly every gene the warp reads differs "
-            "between them and the warp parted the branches so that one curve follows each, and fewer genes are "
-            "called than the data support. Compare registration='none' (docs/methods/trends.md, 'The branches "
-            "stay side by side')."
+            "The registration's warp pressed against the bounds of its family (one branch's pace more than "
+            "4-fold another's, or the branches slid past each other): genes that differ between the branches "
+            "placed it, not genes they share, so the branches were compared on the learned pseudotime "
+            "(uns[...]['warp_at_bound']). Where the branches do not run side by side in process time, genes "
+            "that follow one trend of the process may be called here (docs/methods/trends.md, 'A warp at its "
+            "bound')."
         )
 
 
