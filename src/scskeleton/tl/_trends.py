@@ -685,8 +685,8 @@ def _warn_warp_at_bound(result) -> None:
             "4-fold another's, or the branches slid past each other): genes that differ between the branches "
             "placed it, not genes they share, so the branches were compared on the learned pseudotime "
             "(uns[...]['warp_at_bound']). Where the branches do not run side by side in process time, genes "
-            "that follow one trend of the process may be called here (docs/methods/trends.md, 'A warp at its "
-            "bound')."
+            "that follow one trend of the process may be called here (docs/methods/trends.md, 'A warp at its bound "
+            "is not used')."
         )
 
 

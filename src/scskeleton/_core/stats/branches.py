@@ -961,11 +961,11 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) ->
     (:attr:`BranchWarp.at_bound`), no registration is returned but the identity, marked
     ``at_bound``, and the branches are compared on the learned axis. Such a warp was placed by
     genes that part after the fork, not by genes the branches share: on the counts' own genes of
-    ``simulate_trajectory`` (no genes appended) the fork test's warp pressed against its bounds on
-    5 of 10 trees (DDRTree seeds 2–4, RPG seeds 0, 2, 3), stretching the branches 3-fold apart or
-    sliding them along each other, and called 0.16–0.46 of the expressed fate genes there; on the
-    learned axis 0.69–0.89 (a map onto the true time: 0.77–0.85), with at most 3 % of the
-    expressed null genes flagged. The cost: where a learned fork's branches do not run side by side
+    ``simulate_trajectory`` (no genes appended) the warp pressed against its bounds on 7 of 10
+    trees (DDRTree seeds 2–4, RPG seeds 0, 2–4), stretching the branches 3-fold apart or sliding
+    them along each other, and the fork test called 0.16–0.46 of the expressed fate genes there;
+    on the learned axis 0.61–0.89 (a map onto the true time, DDRTree: 0.77–0.85), flagging at
+    most 3.9 % of any set of null genes. The cost: where a learned fork's branches do not run side by side
     in the process (one fork of 21 with genes of the true time appended, whose second branch starts
     where the first ends), the learned axis flags shared genes (19.5 % there, 0.5 % at the bound),
     and a difference of pace beyond 4-fold is no longer registered (docs/methods/trends.md).
