@@ -442,7 +442,7 @@ def fit_branch_warps(
 def _pressed_against_bounds(warp: BranchWarp, criterion, max_relative_stretch: float = MAX_RELATIVE_STRETCH) -> bool:
     """Whether a bound of the family, not the genes, set ``warp``: the branches' overlap within
     :data:`OVERLAP_MARGIN` of :data:`MIN_KEPT_OVERLAP` (:func:`branch_overlap`), or the most stretched
-    branch's overall factor within one slope step of :data:`MAX_RELATIVE_STRETCH` while one step more
+    branch's overall factor within one slope step of ``max_relative_stretch`` while one step more
     would lower ``criterion`` (the exact criterion without the bounds)."""
     if branch_overlap(warp) < MIN_KEPT_OVERLAP + OVERLAP_MARGIN:
         return True
@@ -665,6 +665,9 @@ def branch_test(
     pseudotime runs at different paces on different branches, which only the
     warp undoes, while where most genes part gradually after the fork, the
     warp mistakes their delays for a difference of pace (:func:`_combined`).
+    A warp that presses against the bounds of its family is not used: the
+    branches are then compared on the learned axis alone, whatever
+    ``registration`` asks (:func:`_registrations`, ``warp_at_bound``).
 
     A sparse gene in a small branch (fewer than
     :data:`~.inference.MIN_EXPECTED_CARRIERS` of the cells that carry its
@@ -692,7 +695,9 @@ def branch_test(
     registered = comparison.pvals
     for other in finer:
         registered = np.fmax(registered, compare(other(times, groups)).pvals)
-    pvals, registered, unregistered = _combined("none" if warp.at_bound else registration, registered, lambda: compare(times).pvals)
+    # a warp at its bound was not used (_registrations): the comparison above is on the learned axis
+    used = "none" if warp.at_bound else registration
+    pvals, registered, unregistered = _combined(used, registered, lambda: compare(times).pvals)
     grid = np.linspace(comparison.basis.knots[0], comparison.basis.knots[-1], n_grid)
     curves, shared = comparison.curves(grid, warped, groups)
     return BranchTestResult(
@@ -815,7 +820,9 @@ def fork_test(
     registered = comparison.pvals
     for other in finer:
         registered = np.fmax(registered, compare(other(times, groups))[0].pvals)
-    pvals, registered, unregistered = _combined("none" if warp.at_bound else registration, registered, lambda: compare(times)[0].pvals)
+    # a warp at its bound was not used (_registrations): the comparison above is on the learned axis
+    used = "none" if warp.at_bound else registration
+    pvals, registered, unregistered = _combined(used, registered, lambda: compare(times)[0].pvals)
     window = min(window, float(warped[groups >= 1].max()) - fork)  # a window asked for past every cell ends at them
     grid = np.linspace(fork, fork + window, n_grid)
     curves, shared = comparison.curves(grid, warped[inside], groups[inside])
