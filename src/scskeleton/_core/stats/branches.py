@@ -132,7 +132,7 @@ TERMINAL_MIN_SLOPE = 0.1
 #: nearly all of the first one's cells, the fork test's window held 10 of its cells and called no gene
 #: of 2,000 (287 on the unwarped axis).
 MIN_KEPT_OVERLAP = 0.5
-#: A warp whose overlap is within this of MIN_KEPT_OVERLAP lies at that bound (:func:`near_bounds`).
+#: A warp whose overlap is within this of MIN_KEPT_OVERLAP lies at that bound (:func:`_pressed_against_bounds`).
 OVERLAP_MARGIN = 0.05
 #: A gene counts as shared under a warp below this quantile of the null's improvement.
 SHARED_QUANTILE = 0.99
@@ -981,13 +981,15 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) ->
     if registration == "none":
         return [identity]
     pieces = (WARP_PIECES, FINE_WARP_PIECES) if registration == "fit" else (WARP_PIECES,)
-    warps = [fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces)
-             for n_pieces in pieces]
-    warps = [fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces,
-                              max_relative_stretch=WIDE_RELATIVE_STRETCH) if warp.at_bound else warp
-             for warp, n_pieces in zip(warps, pieces)]
-    if any(warp.at_bound for warp in warps):
-        return [dataclasses.replace(identity, at_bound=True)]
+    warps = []
+    for n_pieces in pieces:
+        warp = fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces)
+        if warp.at_bound:
+            warp = fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces,
+                                    max_relative_stretch=WIDE_RELATIVE_STRETCH)
+        if warp.at_bound:  # no other warp is searched: the comparison is on the learned axis
+            return [dataclasses.replace(identity, at_bound=True)]
+        warps.append(warp)
     return warps
 
 
