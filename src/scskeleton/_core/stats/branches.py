@@ -262,7 +262,8 @@ def fit_branch_warps(
     :data:`MAX_SHIFT` of the mean reach), the branch's overall pace and each
     of the ``n_pieces`` slopes (default :data:`WARP_PIECES`) in turn; the best of the two refined
     warps and the alignment by the criterion; then the same rounds from there
-    by the exact criterion, and the better of the two warps by it.
+    by the exact criterion (an alignment that won: its shifts and overall
+    paces, not its many short pieces), and the better of the two warps by it.
     A branch that genuinely stops early keeps its pace over the stretch both
     branches cover. The branches' common stretch and shift are fixed (geometric
     mean of the stretches 1, mean shift 0): they move every branch alike against
@@ -402,15 +403,19 @@ def fit_branch_warps(
     may_slow = identity.breaks[:, :-1] < farthest_other[:, None]
 
     def rescaled(warp: BranchWarp, branches, pieces, criterion) -> BranchWarp:
+        slowing = warp.breaks[:, :-1] < farthest_other[:, None]  # the alignment has pieces of its own
         trials = [warp]  # a slope outside the range (from the equal-reach stretch) may stay
         for step in slope_steps:
             slopes = warp.slopes.copy()
             slopes[branches, pieces] *= step
-            if _allowed_slopes(slopes[branches], may_slow[branches]):
+            if _allowed_slopes(slopes[branches], slowing[branches]):
                 trials.append(warp.replace(slopes=slopes))
         return min(trials, key=criterion)
 
     def refine(warp: BranchWarp, criterion=loss) -> BranchWarp:
+        # the whole branch, then each piece; the alignment's many short pieces (one per bin) only as
+        # a whole: one slope per bin would let the criterion bend the time to each bin's noise
+        pieces = [slice(None), *range(n_pieces)] if warp.slopes.shape[1] == n_pieces else [slice(None)]
         for _ in range(WARP_ROUNDS):
             for b in range(n_branches):
                 trials = []
@@ -419,7 +424,7 @@ def fit_branch_warps(
                     shifts[b] = step
                     trials.append(warp.replace(shifts=shifts))
                 warp = min(trials, key=criterion)
-                for piece in [slice(None), *range(n_pieces)]:  # the whole branch, then each piece
+                for piece in pieces:
                     warp = rescaled(warp, b, piece, criterion)
         return warp
 
