@@ -60,6 +60,25 @@ def test_a_basis_for_several_curves_gives_each_the_knots_of_its_own_cells():
     np.testing.assert_array_equal(splines.basis_for_curves(times, 10, even, 6.0).knots, single.knots)
 
 
+def test_nearly_tied_quantile_knots_merge_so_any_df_stays_reachable():
+    """A tenth of the cells at the root's time 0 and one just past it (RPG's tree of 4,000
+    simulate_trajectory cells: 9e-5) put two quantile knots that close; the curvature penalty then
+    spanned 16 orders of magnitude and no smoothing took a curve below 11 degrees of freedom, so a
+    branch test at df = 6 raised. The near tie merges, and df = 6 is reached."""
+    rng = np.random.default_rng(4)
+    times = np.concatenate([np.zeros(444), [9e-5, 9.1e-5], rng.uniform(0.01, 37, 3554)])  # the 1/9 quantile: 9e-5
+    basis = splines.spline_basis(times, 10)
+    spacing = np.diff(basis.knots)
+    assert spacing.min() >= splines.MIN_KNOT_SPACING * (basis.knots[-1] - basis.knots[0]) / (basis.knots.size - 1)
+    assert basis.knots[0] == 0.0 and basis.knots[-1] == times.max()
+    design = basis.design(times)
+    values = np.sin(times / 6)[:, None] + 0.1 * rng.standard_normal((times.size, 3))
+    fit = splines.penalized_fit(design.T @ design, design.T @ values, (values**2).sum(axis=0), basis.penalty, df=6.0)
+    np.testing.assert_allclose(fit.edf, 6.0, rtol=1e-6)
+    coefficients = np.linalg.lstsq(design, np.column_stack([np.ones_like(times), times]), rcond=None)[0]
+    np.testing.assert_allclose(coefficients.T @ basis.penalty @ coefficients, 0.0, atol=1e-6)
+
+
 @pytest.mark.parametrize("df", [3.5, 6.0, None])
 def test_fit_matches_the_dense_penalised_solution(df):
     rng = np.random.default_rng(1)
