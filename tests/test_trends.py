@@ -248,7 +248,7 @@ def test_branch_with_too_few_cells_is_a_clear_error():
     coords = np.vstack([trunk, up, down])
     adata = _manual_graph(nodes, edges, coords, rng.normal(size=(coords.shape[0], 4)))
     before = _state(adata)
-    with pytest.raises(ValueError, match="has 3 cells"):
+    with pytest.raises(ValueError, match=r"3 cells \(segment .*pass df=2.5"):
         sks.tl.branch_test(adata, "g", branch_point=2)
     assert _state(adata) == before
     sks.tl.branch_test(adata, "g", branch_point=2, df=2.5)  # a small enough df fits
@@ -459,6 +459,54 @@ def test_registration_where_the_alignment_wins_the_search():
         assert np.mean(qvals[pattern == "trend"] < 0.05) <= 0.05
         assert stats.kstest(pvals[pattern == "trend"], "uniform").pvalue > 0.01
         assert np.all(qvals[pattern == "branch"] < 0.05)
+
+
+def test_a_branch_too_small_for_its_own_curve_is_left_out_or_lowers_df(fitted, scanpy_log):
+    """On a few hundred cells the learners keep stubs of a few cells, and the branch and fork tests
+    raised at the default df (a branch of 6 cells cannot carry a curve of 6 degrees of freedom). A
+    stub beside two branches that can is left out; a fork of two branches takes the df the smaller
+    carries; a branch of fewer than 4 cells carries no curve: a clear error, adata unchanged."""
+    fork = int(fitted.uns[KEY]["branch_points"][0])
+    segment = fitted.obs[f"{KEY}_segment"].astype(str).to_numpy()
+    second = sks.tl._trends._fork_cells(fitted, KEY, fork).branches[1]
+    on_second = np.isin(segment, second)
+    for kept, df_used in ((5, 4.0), (3, None)):
+        small = fitted[~on_second | (np.cumsum(on_second) <= kept)].copy()
+        for test in (sks.tl.branch_test, sks.tl.fork_test):
+            scanpy_log.seek(0), scanpy_log.truncate()
+            if df_used is None:
+                before = small.copy()
+                with pytest.raises(ValueError, match="another branch point"):
+                    test(small, KEY, branch_point=fork)
+                assert set(small.var.columns) == set(before.var.columns) and small.uns.keys() == before.uns.keys()
+                continue
+            test(small, KEY, branch_point=fork, key_added="small")
+            assert "every curve uses df=4" in scanpy_log.getvalue()
+            assert len(small.uns["small"]["branches"]) == 2
+            assert np.isfinite(small.var["small_pval"]).all()
+
+    # three branches, one a stub of 5 cells: the other two are compared at the asked df
+    adata = sks.datasets.simulate_trajectory(150, n_fates=2, random_state=435)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.pca(adata, n_comps=10)
+    sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "rpg")
+    three = [int(node) for node in adata.uns["rpg"]["branch_points"]
+             if len(sks.tl._trends._fork_cells(adata, "rpg", int(node)).branches) == 3]
+    assert three, "no three-branch fork on this draw"
+    cells = sks.tl._trends._fork_cells(adata, "rpg", three[0])
+    sizes = np.bincount(cells.group[cells.rows])[1:]
+    stub = cells.branches[int(np.argmin(sizes))]
+    on_stub = np.isin(adata.obs["rpg_segment"].astype(str).to_numpy(), stub)
+    adata = adata[~on_stub | (np.cumsum(on_stub) <= 5)].copy()
+    for test in (sks.tl.branch_test, sks.tl.fork_test):
+        scanpy_log.seek(0), scanpy_log.truncate()
+        test(adata, "rpg", branch_point=three[0], key_added="stub")
+        assert "are left out" in scanpy_log.getvalue()
+        assert stub[0] not in list(adata.uns["stub"]["branches"]) and len(adata.uns["stub"]["branches"]) == 2
+        assert adata.uns["stub"]["params"]["df"] == 6.0
 
 
 @pytest.mark.parametrize("seed", [1, 2, 5])

@@ -94,7 +94,9 @@ def fork_test(
         As in :func:`trends`.
     df
         Effective degrees of freedom of each curve (> 2; default 6), lowered
-        with a warning when the window's cells cannot carry it.
+        with a warning when the window's cells cannot carry it. A branch with
+        no more cells than ``df`` is left out or lowers ``df``, as in
+        :func:`branch_test`.
     registration
         ``"fit"`` (default), ``"both"`` or ``"none"``, as in :func:`branch_test`
         (with ``"both"`` each axis has its own default window; ``"fit"``
@@ -150,7 +152,7 @@ def fork_test(
     """
     key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_fork_test")
-    fork = _fork_cells(adata, key, branch_point)
+    fork = _fork_cells(adata, key, branch_point, df=df)
     matrix, source = _expression(adata, layer, use_raw)
     columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     rows = fork.rows
@@ -161,10 +163,10 @@ def fork_test(
     _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = branch_core.fork_test(
-            matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=df,
+            matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=fork.df,
             n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
         )
-    _warn_lowered_df(df, result.df)
+    _warn_lowered_df(fork.df, result.df)
     _warn_warp_at_bound(result)
 
     adata = adata.copy() if copy else adata

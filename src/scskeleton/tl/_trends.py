@@ -303,7 +303,10 @@ def branch_test(
         shared trend: when it cannot follow a gene, branches of unequal
         length fit it unequally well; the null counts that difference, at
         some cost in power. Default 6. Each branch needs more than ``df``
-        cells of its own.
+        cells of its own: a branch with fewer, beside two or more that have
+        them, is left out of the comparison; at a fork of two branches every
+        curve takes the df the smaller one carries (its cells less one), and
+        a branch of fewer than 4 cells is an error (both with a message).
     registration
         ``"both"`` (default): the comparison below with ``"fit"`` and with
         ``"none"``, each gene given the larger of its two p-values (an
@@ -410,7 +413,7 @@ def branch_test(
     """
     key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_branch_test")
-    fork = _fork_cells(adata, key, branch_point)
+    fork = _fork_cells(adata, key, branch_point, df=df)
     matrix, source = _expression(adata, layer, use_raw)
     columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     trunk, branches, branch_names, group, rows, pseudotime = (
@@ -423,11 +426,11 @@ def branch_test(
     _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
         result = branch_core.branch_test(
-            matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=df, n_grid=n_grid,
+            matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=fork.df, n_grid=n_grid,
             registration=registration, columns=columns,
             names=fork.messages(),
         )
-    _warn_lowered_df(df, result.df_shared)
+    _warn_lowered_df(fork.df, result.df_shared)
     _warn_warp_at_bound(result)
 
     adata = adata.copy() if copy else adata
@@ -612,6 +615,7 @@ class _Fork:
     group: np.ndarray  # per cell: 0 trunk, b ≥ 1 branch, −1 elsewhere
     rows: np.ndarray  # cells in the trunk or a branch, with a pseudotime
     pseudotime: np.ndarray
+    df: float | None = None  # the df the branches carry (_fork_cells)
 
     def messages(self) -> list[str]:
         return [f"The branch starting with segment {b} (segments {', '.join(m)})"
@@ -633,8 +637,15 @@ def _axis_columns(name: str, registration: str) -> str:
     return f", '{name}_pval_registered', '{name}_pval_unregistered'" if registration == "both" else ""
 
 
-def _fork_cells(adata: AnnData, key: str, branch_point) -> _Fork:
-    """Validate ``branch_point`` and split the trajectory's cells into trunk and branches around it."""
+def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = None) -> _Fork:
+    """Validate ``branch_point`` and split the trajectory's cells into trunk and branches around it.
+
+    With ``df``, a branch whose cells cannot carry a curve of ``df`` degrees of freedom (no more
+    cells than ``df``: a stub that learners keep on a few hundred cells) is left out with a
+    warning, and the others are compared; where fewer than two branches would be left, every
+    curve takes the df the second largest branch carries (its cells less one; ``_Fork.df``),
+    with a warning, and a fork where that is 2 or less is an error.
+    """
     graph = read_graph(adata, key)
     segments, labels, pseudotime = _trajectory(adata, key)
     try:
@@ -656,8 +667,48 @@ def _fork_cells(adata: AnnData, key: str, branch_point) -> _Fork:
             f"cell with a pseudotime, so there is nothing to compare. Remove branches too small to analyse with "
             f"sks.tl.cleanup(adata, {key!r}, min_cells=...), or choose another branch point."
         )
+    if df is not None:
+        df = splines.check_df(df, allow_none=False)
+        kept = [b for b in range(len(branches)) if counts[b + 1] > df]
+        if len(kept) < 2:
+            # two branches at most can carry df: all curves take what the second largest carries
+            second = int(np.sort(counts[1:])[-2])
+            if second < 4:  # a curve needs df > 2 and fewer df than its cells
+                what = ("pass df=2.5 to compare them anyway, choose another branch point" if second == 3
+                        else "choose another branch point")
+                raise ValueError(
+                    f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: a branch's own curve "
+                    f"needs more cells than its degrees of freedom (more than 2), and only one branch has 4 or "
+                    f"more cells. A stub this small is rarely a fate: {what}, or remove it with "
+                    f"sks.tl.cleanup(adata, {key!r}, min_cells=...)."
+                )
+            logg.warning(
+                f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: df={df:g} is more than "
+                f"the smaller branch carries; every curve uses df={second - 1:g}. A stub this small is rarely "
+                f"a fate: check it with sks.tl.branch_support."
+            )
+            df = float(second - 1)
+        elif len(kept) < len(branches):
+            logg.warning(
+                f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: the branch(es) with no more "
+                f"cells than df={df:g} cannot carry their own curve and are left out; the other "
+                f"{len(kept)} are compared. Lower df to include them, or remove them with "
+                f"sks.tl.cleanup(adata, {key!r}, min_cells=...)."
+            )
+            renumber = np.full(len(branches) + 1, -1)
+            renumber[0] = 0
+            renumber[np.asarray(kept) + 1] = np.arange(1, len(kept) + 1)
+            group = np.where(group >= 0, renumber[np.maximum(group, 0)], -1)
+            branches = [branches[b] for b in kept]
+            rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
     return _Fork(branch_point=branch_point, segments=segments, trunk=trunk, branches=branches,
-                 names=[members[0] for members in branches], group=group, rows=rows, pseudotime=pseudotime)
+                 names=[members[0] for members in branches], group=group, rows=rows, pseudotime=pseudotime,
+                 df=df)
+
+
+def _branch_sizes(branches: list, counts: np.ndarray) -> str:
+    return "the branches hold " + ", ".join(
+        f"{count} cells (segment {members[0]})" for members, count in zip(branches, counts[1:]))
 
 
 def _fork_edges(fork: _Fork, members: dict) -> dict:
