@@ -59,6 +59,9 @@ def test_fork_test_window_and_degenerate_genes():
     assert np.allclose(result.grid[[0, -1]], [result.fork, result.fork + 0.2])
     with pytest.raises(ValueError, match="window"):
         branches.fork_test(x, np.arange(times.size), times, groups, window=-1.0)
+    # a window asked for that holds no more cells of a branch than df says so (it said "prune short branches")
+    with pytest.raises(ValueError, match="within the window of 0.001 past the fork.*widen the window"):
+        branches.fork_test(x, np.arange(times.size), times, groups, window=1e-3, registration="none")
 
 
 def _lineage_data(seed: int, n: int = 3000):

@@ -891,7 +891,16 @@ def _fork_window(times: np.ndarray, groups: np.ndarray, window: float | None, *,
         # cells for its own curve rather than refuse the default.
         need = max(MIN_WINDOW_CELLS, int(np.floor(df)) + 1)
         window = max(window, max(_time_of_nth_cell(times[groups == b] - fork, need) for b in range(1, n_branches + 1)))
-    return fork, window, (groups >= 1) & (times <= fork + window)
+    inside = (groups >= 1) & (times <= fork + window)
+    held = np.bincount(groups[inside], minlength=n_branches + 1)[1:]
+    if np.any(held <= df):  # only a window asked for can hold too few: the default widens until it does not
+        b = int(np.argmin(held))
+        raise ValueError(
+            f"{names[b]} has {held[b]} cells within the window of {window:.3g} past the fork, not more than "
+            f"df={df:g}: widen the window, or leave window=None, which holds at least {MIN_WINDOW_CELLS} cells of "
+            f"every branch."
+        )
+    return fork, window, inside
 
 
 def _combined(registration: str, registered: np.ndarray, unregistered) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
