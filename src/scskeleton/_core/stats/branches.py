@@ -361,7 +361,10 @@ def fit_branch_warps(
         warp = balanced(warp)
         if out_of_bounds(warp):
             return np.inf
-        return float(np.minimum(shared_rss(warp), alone).sum())
+        try:
+            return float(np.minimum(shared_rss(warp), alone).sum())
+        except ValueError:  # as in the exact criterion: its knots cannot carry df, not a warp to choose
+            return np.inf
 
     def mismatch(warp: BranchWarp) -> float:
         warp = balanced(warp)
