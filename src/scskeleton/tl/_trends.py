@@ -669,10 +669,8 @@ def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = No
         )
     if df is not None:
         df = splines.check_df(df, allow_none=False)
-        kept = [b for b in range(len(branches)) if counts[b + 1] > df]
-        if len(kept) < 2:
-            # two branches at most can carry df: all curves take what the second largest carries
-            second = int(np.sort(counts[1:])[-2])
+        second = int(np.sort(counts[1:])[-2])
+        if second <= df:  # fewer than two branches carry df: every curve takes what the second largest carries
             if second < 4:  # a curve needs df > 2 and fewer df than its cells
                 what = ("pass df=2.5 to compare them anyway, choose another branch point" if second == 3
                         else "choose another branch point")
@@ -688,16 +686,17 @@ def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = No
                 f"a fate: check it with sks.tl.branch_support."
             )
             df = float(second - 1)
-        elif len(kept) < len(branches):
+        kept = np.flatnonzero(counts[1:] > df)
+        if kept.size < len(branches):
             logg.warning(
                 f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: the branch(es) with no more "
                 f"cells than df={df:g} cannot carry their own curve and are left out; the other "
-                f"{len(kept)} are compared. Lower df to include them, or remove them with "
+                f"{kept.size} are compared. Lower df to include them, or remove them with "
                 f"sks.tl.cleanup(adata, {key!r}, min_cells=...)."
             )
             renumber = np.full(len(branches) + 1, -1)
             renumber[0] = 0
-            renumber[np.asarray(kept) + 1] = np.arange(1, len(kept) + 1)
+            renumber[kept + 1] = np.arange(1, kept.size + 1)
             group = np.where(group >= 0, renumber[np.maximum(group, 0)], -1)
             branches = [branches[b] for b in kept]
             rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
