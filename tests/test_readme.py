@@ -47,7 +47,7 @@ def test_every_public_function_is_in_the_api_reference_and_the_readme():
 
     api = (README.parent / "docs" / "api.md").read_text(encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
-    public = [(module, name) for module in ("tl", "pl", "datasets")
+    public = [(module, name) for module in ("tl", "pp", "pl", "datasets")
               for name in dir(getattr(sks, module)) if not name.startswith("_")
               and callable(getattr(getattr(sks, module), name))]
     assert len(public) > 40

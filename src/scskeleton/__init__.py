@@ -1,7 +1,8 @@
 """scskeleton: learn the smooth skeleton of single-cell data.
 
 ``import scskeleton as sks``; ``sks.tl`` fits graphs and extracts trajectories,
-``sks.pl`` plots them, ``sks.datasets`` provides data with ground truth.
+``sks.pl`` plots them, ``sks.pp`` prepares counts for them, ``sks.datasets`` provides data
+with ground truth.
 """
 
 from importlib import import_module
@@ -13,15 +14,15 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
-__all__ = ["datasets", "pl", "tl", "__version__"]
+__all__ = ["datasets", "pl", "pp", "tl", "__version__"]
 
 if TYPE_CHECKING:
-    from . import datasets, pl, tl
+    from . import datasets, pl, pp, tl
 else:
     # The subpackages import scanpy, which takes seconds; loading them on first use keeps
     # `scskeleton --help` (the console script imports this package first) instant.
     def __getattr__(name: str):
-        if name in ("datasets", "pl", "tl"):
+        if name in ("datasets", "pl", "pp", "tl"):
             return import_module(f".{name}", __name__)
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -23,6 +23,7 @@ __all__ = [
     "procrustes_r2",
     "random_walk_tree",
     "realistic_with_shared_genes",
+    "share_balanced_counts",
     "winding_numbers",
 ]
 
@@ -284,17 +285,65 @@ def curved_tree(seed: int, *, n_cells: int = 1500, n_dims: int = 50, noise: floa
     return adata
 
 
-def fit_on_counts(adata, method: str) -> None:
+def share_balanced_counts(seed: int, *, n_cells: int = 2000, n_pairs: int = 150, n_null: int = 700,
+                          depth: float = 3000.0, dispersion: float = 0.0):
+    """Counts of a two-fate tree whose null genes keep their share of every cell's counts.
+
+    Null genes of real or generated counts are rarely null on normalised values: where some genes
+    rise, every other gene's share of a cell's counts falls. Here the changing genes come in pairs
+    whose shares move in opposite directions by the same amount, so every cell's expected total is
+    its library size alone and the ``n_null`` genes of constant share are exact null genes of
+    ``normalize_total`` values, whichever genes shaped the tree. The trunk runs over true time
+    [0, 1], each fate over [1, 2] (cells uniform in time, the fates drawn evenly); each pair follows
+    a tanh step of the true time on every branch, or a rise on one fate past the fork, of 50–95 % of
+    the pair's smaller base share. Base shares are log-normal (sd 1.2), library sizes ``depth`` times
+    a log-normal of sd 0.3; counts Poisson (``dispersion=0``) or negative binomial (variance
+    μ + φμ²). ``var["null"]`` marks the null genes, ``obs["true_pseudotime"]`` the time.
+    """
+    import pandas as pd
+    from anndata import AnnData
+    from scipy import sparse
+
+    rng = np.random.default_rng([47, seed])
+    time = rng.uniform(0, 2, n_cells)
+    branch = np.where(time < 1, 0, rng.integers(1, 3, n_cells))
+    n_genes = 2 * n_pairs + n_null
+    base = rng.lognormal(0, 1.2, n_genes)
+    base /= base.sum()
+    share = np.tile(base, (n_cells, 1))
+    for pair in range(n_pairs):
+        up, down = 2 * pair, 2 * pair + 1
+        if rng.random() < 0.5:
+            course = np.tanh((time - rng.uniform(0.3, 1.7)) * rng.uniform(3, 8))
+        else:
+            course = np.where(branch == rng.integers(1, 3), np.tanh((time - 1) * 4), 0.0)
+        change = rng.uniform(0.5, 0.95) * min(base[up], base[down]) * course
+        share[:, up] += change
+        share[:, down] -= change
+    mean = share * (depth * rng.lognormal(0, 0.3, n_cells))[:, None]
+    if dispersion > 0:
+        counts = rng.negative_binomial(1 / dispersion, 1 / (1 + dispersion * mean))
+    else:
+        counts = rng.poisson(mean)
+    adata = AnnData(sparse.csr_matrix(counts.astype(np.float32)),
+                    var=pd.DataFrame({"null": np.arange(n_genes) >= 2 * n_pairs},
+                                     index=[f"gene_{g}" for g in range(n_genes)]))
+    adata.obs["true_pseudotime"] = time
+    adata.obs["true_branch"] = pd.Categorical([f"branch_{b}" for b in branch])
+    return adata
+
+
+def fit_on_counts(adata, method: str, *, n_top_genes: int = 1000) -> None:
     """The protocol of the topology tests and benchmarks, in place: counts → normalize_total →
-    log1p → 1,000 highly variable genes → 30 principal components → ``method`` with its defaults
-    → root at the cells of lowest ``obs["true_pseudotime"]`` → pseudotime."""
+    log1p → ``n_top_genes`` highly variable genes → 30 principal components → ``method`` with its
+    defaults → root at the cells of lowest ``obs["true_pseudotime"]`` → pseudotime."""
     import scanpy as sc
 
     import scskeleton as sks
 
     sc.pp.normalize_total(adata)
     sc.pp.log1p(adata)
-    sc.pp.highly_variable_genes(adata, n_top_genes=1000)
+    sc.pp.highly_variable_genes(adata, n_top_genes=n_top_genes)
     sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
     getattr(sks.tl, method)(adata)
     sks.tl.root(adata, method, obs_min="true_pseudotime")
