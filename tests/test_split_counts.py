@@ -48,6 +48,7 @@ def test_split_keeps_the_matrix_type_dtype_and_sparsity():
     csr = sparse.csr_matrix(dense)
     csr.data[:5] = 0  # explicit zeros are allowed in the input, never written
     for counts in (dense, csr, sparse.csc_matrix(dense), dense.astype(np.int32)):
+        stored = counts.nnz if sparse.issparse(counts) else None
         first, second = split_core(counts, 0.5, None, np.random.default_rng(0))
         assert first.dtype == second.dtype == counts.dtype
         total = first + second
@@ -55,6 +56,7 @@ def test_split_keeps_the_matrix_type_dtype_and_sparsity():
                                       counts.toarray() if sparse.issparse(counts) else counts)
         if sparse.issparse(counts):
             assert sparse.isspmatrix_csr(first) and sparse.isspmatrix_csr(second)
+            assert counts.nnz == stored  # the input's explicit zeros stay where they were
             assert np.all(first.data != 0) and np.all(second.data != 0)
 
 
@@ -90,6 +92,8 @@ def test_split_counts_writes_two_layers_reproducibly_and_survives_h5ad(tmp_path)
     ({"layer": "missing"}, KeyError, "not found"),
     ({"layer": "lognorm"}, ValueError, "raw counts"),
     ({"layer": "negative"}, ValueError, "raw counts"),
+    ({"layer": "infinite"}, ValueError, "raw counts"),
+    ({"layer": "boolean"}, ValueError, "raw counts"),
     ({"fraction": 0}, ValueError, "strictly between 0 and 1"),
     ({"fraction": 1.0}, ValueError, "strictly between 0 and 1"),
     ({"fraction": True}, ValueError, "strictly between 0 and 1"),
@@ -108,6 +112,9 @@ def test_bad_input_is_a_clear_error_and_leaves_adata_unchanged(kwargs, error, fr
     adata.layers["lognorm"] = adata.X.copy()
     adata.layers["lognorm"].data = np.log1p(adata.layers["lognorm"].data)
     adata.layers["negative"] = -adata.X
+    adata.layers["infinite"] = adata.X.copy()
+    adata.layers["infinite"].data[0] = np.inf
+    adata.layers["boolean"] = adata.X.toarray() > 0
     before = (sorted(adata.layers.keys()), sorted(adata.uns.keys()))
     with pytest.raises(error, match=fragment):
         sks.pp.split_counts(adata, **kwargs)

@@ -80,7 +80,7 @@ def split_counts(
     ``None``, or the modified copy when ``copy=True``. Sets:
 
     ``adata.layers[key_added[0]]``, ``adata.layers[key_added[1]]``
-        The two halves, of the counts' type (sparse stays sparse) and dtype;
+        The two halves, of the counts' dtype, sparse (CSR) where the counts are;
         they add up to the counts.
     ``adata.uns["split_counts"]``
         ``params``.
@@ -101,7 +101,8 @@ def split_counts(
     """
     counts, where = get_expression(adata, layer=layer)
     values = counts.data if sparse.issparse(counts) else np.asarray(counts)
-    if values.size and not (np.all(values >= 0) and np.all(values == np.rint(values))):
+    if values.dtype == bool or (values.size and not (np.all(np.isfinite(values)) and np.all(values >= 0)
+                                                      and np.all(values == np.rint(values)))):
         raise ValueError(
             f"{where} must hold raw counts (non-negative integers) to be split; it holds other values "
             "(normalised or scaled?). Keep the counts before normalising, e.g. adata.layers['counts'] = "

@@ -28,33 +28,35 @@ def split_counts(counts, fraction: float, dispersion: np.ndarray | None, rng: np
     ``counts`` is a cells × genes array or scipy sparse matrix of non-negative integers (checked by
     the caller); ``dispersion`` is ``None`` (binomial thinning, exact for Poisson counts) or one
     negative-binomial φ ≥ 0 per gene (beta-binomial thinning; φ = 0 is binomial). A sparse matrix
-    stays sparse: zeros split into zeros, and neither half keeps explicit zeros.
+    stays sparse (CSR): zeros split into zeros, and neither half keeps explicit zeros.
     """
     if sparse.issparse(counts):
         matrix = sparse.csr_matrix(counts)
-        matrix.sum_duplicates()
-        genes = matrix.indices
+        if not matrix.has_canonical_format:  # never reorder the caller's matrix in place
+            matrix = matrix.copy()
+            matrix.sum_duplicates()
         first = matrix.copy()
-        first.data = _thinned(matrix.data, genes, fraction, dispersion, rng)
+        first.data = _thinned(matrix.data, lambda chunk: matrix.indices[chunk], fraction, dispersion, rng)
         second = matrix.copy()
         second.data = matrix.data - first.data
         for half in (first, second):
             half.eliminate_zeros()
         return first, second
     values = np.asarray(counts)
-    flat = values.ravel()
-    genes = np.broadcast_to(np.arange(values.shape[1]), values.shape).ravel()
-    first = _thinned(flat, genes, fraction, dispersion, rng).reshape(values.shape)
+    n_genes = values.shape[1]
+    first = _thinned(values.ravel(), lambda chunk: np.arange(chunk.start, chunk.stop) % n_genes,
+                     fraction, dispersion, rng).reshape(values.shape)
     return first, values - first
 
 
-def _thinned(values: np.ndarray, genes: np.ndarray, fraction: float, dispersion, rng) -> np.ndarray:
-    """The thinned share of each count in ``values`` (gene ``genes[i]``), in ``values``' dtype."""
+def _thinned(values: np.ndarray, genes_of, fraction: float, dispersion, rng) -> np.ndarray:
+    """The thinned share of each count in ``values``, in their dtype; ``genes_of(chunk)`` gives the
+    genes of the counts in a slice of ``values``."""
     out = np.zeros_like(values)
     for start in range(0, values.size, SPLIT_CHUNK):
-        chunk = slice(start, start + SPLIT_CHUNK)
+        chunk = slice(start, min(start + SPLIT_CHUNK, values.size))
         n = np.rint(values[chunk]).astype(np.int64)
-        p = fraction if dispersion is None else _beta_shares(dispersion[genes[chunk]], fraction, rng)
+        p = fraction if dispersion is None else _beta_shares(dispersion[genes_of(chunk)], fraction, rng)
         out[chunk] = rng.binomial(n, p)
     return out
 
