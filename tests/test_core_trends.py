@@ -1026,3 +1026,33 @@ def test_a_warp_criterion_is_computed_once_per_warp():
     assert score(warp) == score(warp.replace(slopes=warp.slopes.copy())) == 6.0 and len(calls) == 1
     assert score(warp.replace(shifts=np.array([0.0, 0.1]))) == 6.0 and len(calls) == 2
     assert score(branches.BranchWarp.identity(1.0, np.array([1.0, 3.0]), 3)) == 6.0 and len(calls) == 3
+
+
+def _sharp_trunk_genes(seed, n_genes=100):
+    """Genes that bump sharply on the trunk and keep their value at the fork on both branches (a shared
+    course, so null genes of the branch test), on the TRUE time of a fork with branches of unequal
+    length and size: trunk [0, 1.2] (850 cells), branches to 2.5 (1,250 cells) and to 1.83 (480)."""
+    rng = np.random.default_rng([61, seed])
+    times = np.concatenate([rng.uniform(0, 1.2, 850), rng.uniform(1.2, 2.5, 1250), rng.uniform(1.2, 1.83, 480)])
+    groups = np.repeat([0, 1, 2], [850, 1250, 480])
+    centre, width = rng.uniform(0.1, 0.9, n_genes) * 1.2, rng.uniform(0.05, 0.3, n_genes) * 1.2
+    amplitude = rng.uniform(1, 3, n_genes) * rng.choice([-1, 1], n_genes)
+    held = np.minimum(times, 1.2)[:, None]
+    mean = amplitude * np.exp(-0.5 * ((held - centre) / width) ** 2)
+    return mean + 0.34 * rng.standard_normal(mean.shape), times, groups
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the null's non-centralities divide the smoothers' bias by the branch model's residual variance, which "
+    "that bias inflates, and its mean (df + 2 on the tested basis) cannot follow a sharp bump: with the true "
+    "mean and a difference-based (Rice) variance 2-4 % fall below p = 0.05, with the Rice variance and a null "
+    "mean as flexible as the basis allows 3 %; not yet built (it needs a pass over the cells in time order)"))
+def test_genes_with_a_sharp_course_on_the_trunk_are_null_genes_of_the_branch_test():
+    """Found on an independent generator (2026-11-29): genes that bump sharply on the trunk and keep their
+    value past the fork on both branches are called branch genes on the TRUE time, where the unregistered
+    comparison is documented as calibrated: 98-100 % below p = 0.05 here (registration="both", the default
+    on a learned time: 20-28 %, q < 0.05 on 0-3 %)."""
+    values, times, groups = _sharp_trunk_genes(0)
+    result = branches.branch_test(values, np.arange(times.size), times, groups, registration="none")
+    assert np.mean(result.pvals < 0.05) <= 0.08
+    assert np.mean(result.qvals < 0.05) <= 0.05
