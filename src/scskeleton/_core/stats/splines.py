@@ -249,7 +249,9 @@ class SufficientStatistics:
     many cells differ from the gene's most common value, at most (the smaller
     count against the values of two reference cells), and ``n_carriers_by_group``
     (g × G; only where asked for, else ``None``): per group, the cells that
-    carry the gene's variation.
+    carry the gene's variation; ``local_variance`` (G; only where ``bins``
+    were given): each gene's variance within bins of cells that follow each
+    other in time (:func:`local_variance`).
 
     The carriers are the varying cells where the gene's most common value is
     shared by at least half of the cells (log-normalised counts, scaled or
@@ -267,6 +269,7 @@ class SufficientStatistics:
     n_cells: np.ndarray
     n_varying: np.ndarray
     n_carriers_by_group: np.ndarray | None
+    local_variance: np.ndarray | None = None
 
 
 def sufficient_statistics(
@@ -278,6 +281,7 @@ def sufficient_statistics(
     columns: np.ndarray | None = None,
     *,
     count_carriers: bool = False,
+    bins: np.ndarray | None = None,
 ) -> SufficientStatistics:
     """What every spline fit needs from the expression, in one pass over the cells.
 
@@ -289,7 +293,9 @@ def sufficient_statistics(
     at most one chunk is ever held as float64 and sparse input stays sparse.
     Each chunk is summarised by :func:`block_statistics` and the sums are added.
     ``count_carriers`` also counts the cells that carry each gene's variation
-    (what the count test of the branch and fork tests reads).
+    (what the count test of the branch and fork tests reads); ``bins`` (one
+    label in [0, n_bins) per row, from :func:`time_bins`) also sums each gene
+    per bin, for :attr:`SufficientStatistics.local_variance`, in the same pass.
     """
     rows = np.asarray(rows, dtype=np.intp)
     n_genes = matrix.shape[1] if columns is None else len(columns)
@@ -297,6 +303,9 @@ def sufficient_statistics(
         raise ValueError("No genes to fit.")
     order = np.argsort(rows, kind="stable")  # ascending rows read CSR and dense input in memory order
     rows, design, groups = rows[order], np.asarray(design, dtype=float)[order], np.asarray(groups)[order]
+    binned = bins is not None
+    bins = np.asarray(bins, dtype=np.intp)[order] if binned else np.zeros(rows.size, dtype=np.intp)
+    n_bins = int(bins.max(initial=0)) + 1
     n_basis = design.shape[1]
     indicator = np.eye(n_groups)[groups]  # n × g
     if sparse.issparse(matrix) and matrix.format not in ("csr", "csc"):
@@ -308,24 +317,29 @@ def sufficient_statistics(
         bulk = np.vstack([np.zeros(n_genes), np.full(n_genes, np.nan)])
     references = np.vstack([_reference_values(matrix, rows[[0, rows.size // 2]], columns), bulk])  # 4 × G
     if is_chunked(matrix):  # each chunk's cells summarised where the chunk lives; only the sums come back
-        cross, sumsq, differing, outside, deviations = matrix.row_sum(
-            grouped_block_statistics, rows, (design, groups), columns, n_groups, references
+        cross, sumsq, differing, outside, deviations, bin_sums = matrix.row_sum(
+            grouped_block_statistics, rows, (design, groups, bins), columns, n_groups, references,
+            n_bins if binned else 0,
         )
         differing, outside = np.asarray(differing, dtype=float), np.asarray(outside, dtype=float)
     else:
         expanded = group_design(design, indicator)
+        bin_indicator = _one_hot(bins, n_bins if binned else 0)
         cross = np.zeros((n_genes, n_groups * n_basis))
         sumsq = np.zeros((n_genes, n_groups))
         differing = np.zeros((2, n_groups, n_genes))
         outside = np.zeros((n_groups, n_genes))
         deviations = np.zeros((2, n_genes))
+        bin_sums = np.zeros((n_genes, bin_indicator.shape[1]))
         for cells, genes, chunk in _chunks(matrix, rows, columns):
-            part = block_statistics(chunk, expanded[cells], indicator[cells], references[:, genes])
+            part = block_statistics(chunk, expanded[cells], indicator[cells], references[:, genes],
+                                    bin_indicator[cells])
             cross[genes] += part[0]
             sumsq[genes] += part[1]
             differing[:, :, genes] += part[2]
             outside[:, genes] += part[3]
             deviations[:, genes] += part[4]
+            bin_sums[genes] += part[5]
     gram = np.einsum("ng,ni,nj->gij", indicator, design, design)
     # the reference whose value more cells share is the gene's most common value, or nearer to it
     closer = np.argmin(differing.sum(axis=1), axis=0)
@@ -345,7 +359,49 @@ def sufficient_statistics(
         n_cells=indicator.sum(axis=0),
         n_varying=n_varying,
         n_carriers_by_group=carriers,
+        local_variance=local_variance(sumsq.sum(axis=1), np.asarray(bin_sums), np.bincount(bins)) if binned else None,
     )
+
+
+#: :func:`time_bins` gives each bin at least this many cells ...
+MIN_BIN_CELLS = 5
+#: ... and makes at most this many bins (their sums per gene are held for the whole pass).
+MAX_TIME_BINS = 500
+
+
+def time_bins(times: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each cell's bin (labels 0…n_bins − 1): each group's cells in time order, cut into runs of consecutive
+    cells, :data:`MIN_BIN_CELLS` or more a run and at most :data:`MAX_TIME_BINS` runs over all groups."""
+    times, groups = np.asarray(times, dtype=float), np.asarray(groups)
+    size = max(MIN_BIN_CELLS, int(np.ceil(times.size / MAX_TIME_BINS)))
+    bins = np.empty(times.size, dtype=np.intp)
+    used = 0
+    for group in np.unique(groups):
+        members = np.flatnonzero(groups == group)
+        n_runs = max(1, members.size // size)  # the last run takes the remainder
+        bins[members[np.argsort(times[members], kind="stable")]] = used + np.minimum(
+            np.arange(members.size) // size, n_runs - 1)
+        used += n_runs
+    return bins
+
+
+def local_variance(sumsq: np.ndarray, bin_sums: np.ndarray, bin_counts: np.ndarray) -> np.ndarray:
+    """Each gene's variance around its own mean in each bin of :func:`time_bins` (G), pooled over the bins:
+    (Σ y² − Σ_bins S_b² / n_b) / (n − n_bins), from Σ y² (G), the per-bin sums S (G × n_bins) and counts.
+
+    A smooth trend hardly moves within a run of cells that follow each other in time, so this is the noise
+    alone, where a spline's residual also holds what its few degrees of freedom cannot follow (a sharp
+    switch or bump); it is a piecewise-constant fit of very many pieces, as Rice's difference estimator
+    (Rice 1984, Ann. Stat. 12:1215) is a pairwise one."""
+    between = (bin_sums**2 / np.maximum(bin_counts, 1)[None, :]).sum(axis=1)
+    return np.maximum(sumsq - between, 0.0) / max(int(bin_counts.sum()) - bin_counts.size, 1)
+
+
+def _one_hot(labels: np.ndarray, n_labels: int) -> sparse.csr_matrix:
+    """n × n_labels one-hot rows (sparse; no columns for ``n_labels=0``)."""
+    if n_labels == 0:
+        return sparse.csr_matrix((labels.size, 0))
+    return sparse.csr_matrix((np.ones(labels.size), (np.arange(labels.size), labels)), shape=(labels.size, n_labels))
 
 
 def is_chunked(matrix) -> bool:
@@ -376,8 +432,9 @@ def group_design(design: np.ndarray, indicator: np.ndarray) -> np.ndarray:
     return (indicator[:, :, None] * design[:, None, :]).reshape(n_cells, n_groups * design.shape[1])
 
 
-def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, references: np.ndarray):
-    """One chunk's share of :class:`SufficientStatistics`, five sums that add over chunks of cells.
+def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, references: np.ndarray,
+                     bin_indicator: sparse.csr_matrix):
+    """One chunk's share of :class:`SufficientStatistics`, six sums that add over chunks of cells.
 
     ``chunk`` is cells × genes as float64 (dense or sparse), ``expanded`` its
     cells' :func:`group_design` rows, ``indicator`` their groups (one-hot) and
@@ -385,7 +442,8 @@ def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, referen
     bulk median and half-width (:func:`_bulk`). Returns BᵀY by group, Σ y² by
     group, the cells off each of the two values by group (2 × g × genes), the
     cells outside the bulk by group (g × genes) and Σ (y − median)² over all
-    cells and over those outside the bulk (2 × genes).
+    cells and over those outside the bulk (2 × genes); then each gene's sum per bin of ``bin_indicator``
+    (the cells' one-hot :func:`time_bins`; genes × bins, no column without bins).
     """
     if sparse.issparse(chunk):
         data = chunk.data
@@ -398,17 +456,21 @@ def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, referen
             "The expression values contain NaN or infinite values; remove or impute them first (Pearson "
             "residuals are NaN for a gene with no count: sc.pp.filter_genes(adata, min_counts=1) before them)."
         )
+    binned = bin_indicator.T @ chunk  # sparse @ sparse or sparse @ dense
     return (
         np.asarray(chunk.T @ expanded),
         np.asarray(squared.T @ indicator),
         *_count_cells(chunk, references, indicator),
+        np.asarray(binned.toarray() if sparse.issparse(binned) else binned).T,
     )
 
 
-def grouped_block_statistics(chunk, design: np.ndarray, groups: np.ndarray, n_groups: int, references: np.ndarray):
-    """:func:`block_statistics` from the chunk's cells' basis rows and group labels (what a chunked pass sends)."""
+def grouped_block_statistics(chunk, design: np.ndarray, groups: np.ndarray, bins: np.ndarray, n_groups: int,
+                             references: np.ndarray, n_bins: int):
+    """:func:`block_statistics` from the chunk's cells' basis rows, group labels and time bins (``n_bins=0``:
+    none), what a chunked pass sends."""
     indicator = np.eye(n_groups)[groups]
-    return block_statistics(chunk, group_design(design, indicator), indicator, references)
+    return block_statistics(chunk, group_design(design, indicator), indicator, references, _one_hot(bins, n_bins))
 
 
 def _reference_values(matrix, cells: np.ndarray, columns: np.ndarray | None) -> np.ndarray:
