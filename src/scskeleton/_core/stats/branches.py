@@ -1119,29 +1119,24 @@ def _shared_null_means(stats_, penalty: np.ndarray, df: float, variance: np.ndar
     (:class:`~.inference.NullMean`). Yields (genes, NullMean) per level used.
     """
     gram, cross, sumsq = stats_.gram.sum(0), stats_.cross.sum(0), stats_.sumsq.sum(0)
-    n_basis, n_cells = gram.shape[0], float(stats_.n_cells.sum())
+    n_basis = gram.shape[0]
     ceiling = adapt_df(n_basis - 0.5, [gram], penalty, "The branches together")
     levels = list(np.arange(min(df + NULL_MEAN_EXTRA_DF, ceiling), ceiling, NULL_MEAN_DF_STEP)) + [ceiling]
-    fits, rss, edf = [], [], []
-    for level in levels:
-        inverse = linalg.pinvh(gram + lam_for_df(gram, penalty, level, "The branches together") * penalty)
-        coef = inverse @ cross
-        fitted = 2.0 * np.einsum("pg,pg->g", coef, cross) - np.einsum("pg,pq,qg->g", coef, gram, coef)
-        fits.append((inverse, coef))
-        rss.append(sumsq - fitted)
-        edf.append(float(np.trace(inverse @ gram)))
+    fits = [penalized_fit(gram, cross, sumsq, penalty, df=level, what="The branches together") for level in levels]
     # the least flexible level that the most flexible one does not beat (its gain in Σ y² against the
     # noise's local variance, a χ² of the edf it adds), so that a gene of gentle course keeps df + 2
-    gain = (np.vstack(rss) - rss[-1]) / np.maximum(variance, np.finfo(float).tiny)
-    added = np.maximum(edf[-1] - np.asarray(edf), np.finfo(float).eps)[:, None]
+    gain = (np.vstack([fit.rss for fit in fits]) - fits[-1].rss) / np.maximum(variance, np.finfo(float).tiny)
+    edf = np.array([fit.edf[0] for fit in fits])
+    added = np.maximum(edf[-1] - edf, np.finfo(float).eps)[:, None]
     beaten = stats.chi2.sf(np.maximum(gain, 0.0), added) < NULL_MEAN_SELECTION_ALPHA
     beaten[-1] = False
     chosen = np.argmax(~beaten, axis=0)
     for index in np.unique(chosen):
         genes = np.flatnonzero(chosen == index)
-        inverse, coef = fits[index]
+        fit = fits[index]
+        inverse = linalg.pinvh(gram + fit.lam[0] * penalty)
         stacked = np.zeros((n_blocks * n_basis, genes.size))
-        stacked[-n_basis:] = coef[:, genes]  # the shared block of _branch_forms' U comes last
+        stacked[-n_basis:] = fit.coef[:, genes]  # the shared block of _branch_forms' U comes last
         noise = np.zeros((n_blocks * n_basis,) * 2)
         noise[-n_basis:, -n_basis:] = inverse @ gram @ inverse
         yield genes, NullMean(coef=stacked, variance=np.maximum(variance[genes], np.finfo(float).tiny), noise=noise)

@@ -305,7 +305,7 @@ def sufficient_statistics(
     rows, design, groups = rows[order], np.asarray(design, dtype=float)[order], np.asarray(groups)[order]
     binned = bins is not None
     bins = np.asarray(bins, dtype=np.intp)[order] if binned else np.zeros(rows.size, dtype=np.intp)
-    n_bins = int(bins.max(initial=0)) + 1
+    n_bins = int(bins.max(initial=0)) + 1 if binned else 0  # no bins: no per-bin sums
     n_basis = design.shape[1]
     indicator = np.eye(n_groups)[groups]  # n × g
     if sparse.issparse(matrix) and matrix.format not in ("csr", "csc"):
@@ -318,13 +318,12 @@ def sufficient_statistics(
     references = np.vstack([_reference_values(matrix, rows[[0, rows.size // 2]], columns), bulk])  # 4 × G
     if is_chunked(matrix):  # each chunk's cells summarised where the chunk lives; only the sums come back
         cross, sumsq, differing, outside, deviations, bin_sums = matrix.row_sum(
-            grouped_block_statistics, rows, (design, groups, bins), columns, n_groups, references,
-            n_bins if binned else 0,
+            grouped_block_statistics, rows, (design, groups, bins), columns, n_groups, references, n_bins,
         )
         differing, outside = np.asarray(differing, dtype=float), np.asarray(outside, dtype=float)
     else:
         expanded = group_design(design, indicator)
-        bin_indicator = _one_hot(bins, n_bins if binned else 0)
+        bin_indicator = _one_hot(bins, n_bins)
         cross = np.zeros((n_genes, n_groups * n_basis))
         sumsq = np.zeros((n_genes, n_groups))
         differing = np.zeros((2, n_groups, n_genes))
