@@ -455,12 +455,17 @@ def block_statistics(chunk, expanded: np.ndarray, indicator: np.ndarray, referen
             "The expression values contain NaN or infinite values; remove or impute them first (Pearson "
             "residuals are NaN for a gene with no count: sc.pp.filter_genes(adata, min_counts=1) before them)."
         )
-    binned = bin_indicator.T @ chunk  # sparse @ sparse or sparse @ dense
+    if bin_indicator.shape[1] == 0:
+        binned = np.zeros((chunk.shape[1], 0))
+    elif sparse.issparse(chunk):  # genes × bins from the chunk's transpose, which costs no conversion of the chunk
+        binned = (chunk.T @ sparse.csc_matrix(bin_indicator)).toarray()
+    else:
+        binned = np.asarray(bin_indicator.T @ chunk).T
     return (
         np.asarray(chunk.T @ expanded),
         np.asarray(squared.T @ indicator),
         *_count_cells(chunk, references, indicator),
-        np.asarray(binned.toarray() if sparse.issparse(binned) else binned).T,
+        binned,
     )
 
 
