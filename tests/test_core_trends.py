@@ -1056,6 +1056,69 @@ def test_genes_with_a_sharp_course_on_the_trunk_are_null_genes_of_the_branch_tes
     assert np.mean(result.qvals < 0.05) <= 0.05
 
 
+def _sharp_fork_genes(seed):
+    """A fork on its TRUE time whose genes switch (logistic), bump (Gaussian) or ramp over U(0.05, 0.3)
+    of the time's range: 150 shared by both branches, 100 on the trunk only (held past the fork), 100
+    on one branch only (zero on the other); trunk [0, 1] (856 cells), branches to 2.49 (1,244) and to
+    1.83 (478), cells spread unevenly, noise sd 0.34. Returns values, times, groups, labels."""
+    rng = np.random.default_rng([67, seed])
+
+    def spread(n, start, end):
+        return start + (end - start) * rng.uniform(size=n) ** rng.uniform(0.6, 1.6)
+
+    times = np.concatenate([spread(856, 0, 1), spread(1244, 1, 2.49), spread(478, 1, 1.83)])
+    groups = np.repeat([0, 1, 2], [856, 1244, 478])
+
+    def course(t, centre, width):
+        kind = rng.integers(3)
+        z = (t - centre) / width
+        return [1 / (1 + np.exp(-z)), np.exp(-0.5 * z**2), np.clip(z + 0.5, 0, 1)][kind]
+
+    columns, labels = [], []
+    for label, n_genes in (("shared", 150), ("trunk", 100), ("branch", 100)):
+        for _ in range(n_genes):
+            width, sign = rng.uniform(0.05, 0.3) * 2.49, rng.choice([-1, 1])
+            amplitude = rng.uniform(0.5, 2) * sign
+            if label == "shared":
+                columns.append(amplitude * course(times, rng.uniform(0, 2.49), width))
+            elif label == "trunk":
+                columns.append(amplitude * course(np.minimum(times, 1.0), rng.uniform(0, 1), width))
+            else:
+                branch = rng.integers(1, 3)
+                centre = rng.uniform(1, 2.49 if branch == 1 else 1.83)
+                columns.append(amplitude * np.where(groups == branch, course(times, centre, width)
+                                                    - course(np.array(1.0), centre, width), 0.0))
+            labels.append(label)
+    values = np.column_stack(columns) + 0.34 * rng.standard_normal((times.size, len(columns)))
+    return values, times, groups, np.array(labels)
+
+
+#: Where the exact criterion itself prefers the stretch (its own smoothing bias: docs/methods/trends.md,
+#: *Sharp shared courses and the warp*); a criterion without that bias was tried and cost the fork
+#: test 5 points of power on simulate_trajectory forks, not adopted.
+_WARP_PULLED = pytest.mark.xfail(strict=True, reason="the warp's exact criterion reads the smoothing of sharp "
+                                 "shared courses as a difference between the branches")
+
+
+@pytest.mark.parametrize("seed", [0, 1, pytest.param(2, marks=_WARP_PULLED), pytest.param(3, marks=_WARP_PULLED)])
+def test_sharp_shared_courses_do_not_pull_the_warp(seed):
+    """Found on an independent generator (2026-11-29): on the TRUE time of a fork whose genes switch and
+    bump sharply, the warp stretched the branches 0.72-0.76 / 1.32-1.39 (their ends aligned) and the
+    registered test flagged 58-64 % of the shared genes at FDR 0.05 on seeds 0-3 (unregistered: 1-7 %).
+    The search's criterion led there; the exact criterion, which has the last word, prefers no warp on
+    seeds 0 and 1 and now chooses among no warp too (fit_branch_warps): flagged as unregistered. On
+    seeds 2 and 3 the exact criterion prefers the stretch (the xfail above). Branch genes are called."""
+    values, times, groups, labels = _sharp_fork_genes(seed)
+    rows = np.arange(times.size)
+    registered = branches.branch_test(values, rows, times, groups, registration="fit")
+    unregistered = branches.branch_test(values, rows, times, groups, registration="none")
+    for label in ("shared", "trunk"):
+        flagged = np.mean(registered.qvals[labels == label] < 0.05)
+        assert flagged <= max(0.05, np.mean(unregistered.qvals[labels == label] < 0.05) + 0.01)
+    assert np.all(np.abs(np.log(registered.stretch)) < np.log(1.2))
+    assert np.mean(registered.qvals[labels == "branch"] < 0.05) >= 0.85
+
+
 def test_local_variance_is_the_noise_where_a_spline_misses_a_sharp_course():
     """The null's variance (SufficientStatistics.local_variance): within runs of consecutive cells in
     time, a sharp switch hardly counts; a df = 6 spline's residual variance holds it. The same from
