@@ -1093,21 +1093,15 @@ def _sharp_fork_genes(seed):
     return values, times, groups, np.array(labels)
 
 
-#: Where the exact criterion itself prefers the stretch (its own smoothing bias: docs/methods/trends.md,
-#: *Sharp shared courses and the warp*); a criterion without that bias was tried and cost the fork
-#: test 5 points of power on simulate_trajectory forks, not adopted.
-_WARP_PULLED = pytest.mark.xfail(strict=True, reason="the warp's exact criterion reads the smoothing of sharp "
-                                 "shared courses as a difference between the branches")
-
-
-@pytest.mark.parametrize("seed", [0, 1, pytest.param(2, marks=_WARP_PULLED), pytest.param(3, marks=_WARP_PULLED)])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_sharp_shared_courses_do_not_pull_the_warp(seed):
     """Found on an independent generator (2026-11-29): on the TRUE time of a fork whose genes switch and
     bump sharply, the warp stretched the branches 0.72-0.76 / 1.32-1.39 (their ends aligned) and the
-    registered test flagged 58-64 % of the shared genes at FDR 0.05 on seeds 0-3 (unregistered: 1-7 %).
-    The search's criterion led there; the exact criterion, which has the last word, prefers no warp on
-    seeds 0 and 1 and now chooses among no warp too (fit_branch_warps): flagged as unregistered. On
-    seeds 2 and 3 the exact criterion prefers the stretch (the xfail above). Branch genes are called."""
+    registered test flagged 58-64 % of the shared genes at FDR 0.05 on seeds 0-3 (unregistered: 1-7 %):
+    the warp's criterion, like the test's null before it, read the branch and shared curves' different
+    smoothing of a sharp course as a difference between the branches, and the search shrank it. The
+    final choice, among no warp too, is now made with that smoothing taken out (fit_branch_warps):
+    no stretch, flagged as unregistered. Branch genes are called."""
     values, times, groups, labels = _sharp_fork_genes(seed)
     rows = np.arange(times.size)
     registered = branches.branch_test(values, rows, times, groups, registration="fit")
