@@ -415,7 +415,7 @@ def fit_branch_warps(
             return float(np.minimum(statistic, threshold).sum())
         # what the two models' smoothing alone makes of one shared course, taken out of every gene
         # below the cap (docstring): read from the shared curve fitted more flexibly
-        most = adapt_df(total_gram.shape[0] - 0.5, [total_gram], basis.penalty, "The trunk and branches together")
+        most = _most_flexible_df(total_gram, basis.penalty, "The trunk and branches together")
         flexible = penalized_fit(total_gram, total_cross, total_sumsq, basis.penalty,
                                  df=min(df + WARP_BIAS_EXTRA_DF, most), what="The trunk and branches together")
         forms = _branch_forms(np.stack(gram_at), basis.penalty, float(shared.lam[0]), [float(fit.lam[0]) for fit in own])
@@ -1169,7 +1169,7 @@ def _shared_null_means(stats_, penalty: np.ndarray, df: float, variance: np.ndar
     """
     gram, cross, sumsq = stats_.gram.sum(0), stats_.cross.sum(0), stats_.sumsq.sum(0)
     n_basis = gram.shape[0]
-    ceiling = adapt_df(n_basis - 0.5, [gram], penalty, "The branches together")
+    ceiling = _most_flexible_df(gram, penalty, "The branches together")
     levels = list(np.arange(min(df + NULL_MEAN_EXTRA_DF, ceiling), ceiling, NULL_MEAN_DF_STEP)) + [ceiling]
     fits = [penalized_fit(gram, cross, sumsq, penalty, df=level, what="The branches together") for level in levels]
     # the least flexible level that the most flexible one does not beat (its gain in Σ y² against the
@@ -1236,6 +1236,12 @@ def _branch_forms(gram: np.ndarray, penalty: np.ndarray, lam_shared: float, lam_
     explained = linalg.block_diag(*branch_forms, -shared_form)
     fitted = linalg.block_diag(*branch_forms, np.zeros_like(shared_form))
     return cross, explained, fitted
+
+
+def _most_flexible_df(gram: np.ndarray, penalty: np.ndarray, what: str) -> float:
+    """The most effective degrees of freedom a fit on ``gram`` can use (:func:`~.splines.adapt_df` of
+    nearly as many as the basis has functions)."""
+    return adapt_df(gram.shape[0] - 0.5, [gram], penalty, what)
 
 
 def _explained_difference(forms, coef: np.ndarray) -> np.ndarray:
