@@ -21,9 +21,12 @@ With ``--generator random_walk`` the counts come from :func:`scskeleton._testing
 truth of their own: only the shared genes' columns are reported. With ``--generator curves`` the
 tree is learned on the geometry of :func:`scskeleton._testing.curved_tree` (two fates, each branch a
 smooth random curve in 50 dimensions, ``--noise`` its sd; 1,500 cells), whose 100 shared-trend and
-40 branch genes are its own (no genes appended; all branch genes count as expressed).
+40 branch genes are its own (no genes appended; all branch genes count as expressed). With
+``--generator dla`` the tree is learned on the 20 principal components of PHATE's tree of random
+walks (:func:`scskeleton._testing.dla_with_genes`, ``--fates`` walks and tips, 2,000 cells), whose learned
+pace changes from step to step along a branch; its 100 shared, 100 constant and 60 branch genes are its own.
 
-``--fates`` sets the fates of the first two generators; ``--every-fork`` tests at every branch
+``--fates`` sets the fates of the first two generators (and the walks of ``dla``); ``--every-fork`` tests at every branch
 point of every tree (default: only trees with exactly one, the others skipped); ``--test fork``
 runs ``tl.fork_test`` instead of ``tl.branch_test``.
 
@@ -44,7 +47,7 @@ from scipy.stats import kstest, spearmanr
 from sklearn.metrics import roc_auc_score
 
 import scskeleton as sks
-from scskeleton._testing import curved_tree, realistic_with_shared_genes
+from scskeleton._testing import curved_tree, dla_with_genes, realistic_with_shared_genes
 
 TESTS = {"branch": sks.tl.branch_test, "fork": sks.tl.fork_test}
 
@@ -74,9 +77,9 @@ def calibration(adata, names, method: str, registration: str, *, fork: int, test
 
 def prepared(args, seed: int, method: str):
     """The data of one seed with a learned pseudotime, and the names of its shared-trend genes."""
-    if args.generator != "curves":
+    if args.generator in ("simulate_trajectory", "random_walk"):
         return realistic_with_shared_genes(seed, method=method, generator=args.generator, n_fates=args.fates)
-    adata = curved_tree(seed, noise=args.noise)
+    adata = curved_tree(seed, noise=args.noise) if args.generator == "curves" else dla_with_genes(seed, n_branches=args.fates)
     getattr(sks.tl, method)(adata, use_rep="X_geometry")
     sks.tl.root(adata, method, obs_min="true_pseudotime")
     sks.tl.pseudotime(adata, method)
@@ -89,9 +92,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--generator", default="simulate_trajectory",
-                        choices=["simulate_trajectory", "random_walk", "curves"],
+                        choices=["simulate_trajectory", "random_walk", "curves", "dla"],
                         help="the data's generator (random_walk: scskeleton._testing.random_walk_tree; "
-                             "curves: scskeleton._testing.curved_tree)")
+                             "curves: scskeleton._testing.curved_tree; dla: scskeleton._testing.dla_with_genes)")
     parser.add_argument("--fates", type=int, default=2, help="fates of the simulate_trajectory and random_walk trees")
     parser.add_argument("--noise", type=float, default=0.3, help="sd of the curves generator's geometric noise")
     parser.add_argument("--every-fork", action="store_true", help="test at every branch point of every tree")

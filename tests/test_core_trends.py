@@ -290,12 +290,13 @@ def test_branch_p_values_hold_their_level_when_branches_share_the_trend(index, l
 @pytest.mark.xdist_group("branch_null")  # one worker simulates the cached null once
 @pytest.mark.parametrize("index", range(len(BRANCH_NULLS)))
 def test_both_registrations_are_conservative_where_both_axes_are_right(index):
-    """Each gene's larger p-value of two valid comparisons stays below the level, by about a quarter
-    here (0.036-0.040 at 0.05, 0.006-0.007 at 0.01, on 40,000 null genes of each layout, the runs of
-    the registered level's tests): the price of holding it where only one axis is right."""
+    """Each gene's largest p-value of three valid comparisons (two warps and the unregistered axis)
+    stays below the level: the price of holding it where only one axis is right. With the five-piece
+    warp alone beside the unregistered axis, about a quarter below (0.036-0.040 at 0.05, 0.006-0.007 at
+    0.01, on 40,000 null genes of each layout); with both warps, on the fourth layout, 0.0053 at 0.01."""
     pvals = _branch_null(index, registration="both")
     for level in (0.05, 0.01):
-        assert 0.6 * level <= np.mean(pvals < level) <= level
+        assert 0.4 * level <= np.mean(pvals < level) <= level
 
 
 def _steep_shared_trend(slope, amplitude, replicates=5, n_genes=2000):
@@ -604,10 +605,10 @@ def test_the_warp_takes_any_df_the_branch_test_takes():
 
 
 def test_both_registrations_give_each_gene_the_larger_p_value(monkeypatch):
-    """``"both"`` (the branch test's default) compares the branches on the registered axis (the
-    five-piece warp) and on the pseudotime as it is and keeps each gene's larger p-value; ``"fit"`` (the
-    fork test's default) compares them on a five- and a nine-piece warp and keeps the larger; ``"none"``
-    reports the axis it compared. The curves are always the five-piece warp's."""
+    """``"fit"`` (the fork test's default) compares the branches on a five- and a nine-piece warp and
+    keeps each gene's larger p-value; ``"both"`` (the branch test's default) makes the same registered
+    comparison and one on the pseudotime as it is, and keeps the larger; ``"none"`` reports the axis it
+    compared. The curves are always the five-piece warp's."""
     values, learned, groups = _stretched_fork(1.3, n_genes=40)
     rows = np.arange(900)
     both = branches.branch_test(values, rows, learned, groups)
@@ -616,7 +617,8 @@ def test_both_registrations_give_each_gene_the_larger_p_value(monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(branches, "WARP_PIECES", branches.FINE_WARP_PIECES)
         fine = branches.branch_test(values, rows, learned, groups).pvals_registered
-    np.testing.assert_allclose(fit.pvals, np.fmax(both.pvals_registered, fine))
+    np.testing.assert_allclose(both.pvals_registered, fit.pvals)
+    assert np.all(fit.pvals >= fine - 1e-12)  # the nine-piece warp's, and the five's
     np.testing.assert_allclose(both.pvals_unregistered, none.pvals)
     np.testing.assert_allclose(both.pvals, np.fmax(both.pvals_registered, none.pvals))
     np.testing.assert_allclose(both.qvals, inference.benjamini_hochberg(both.pvals))
@@ -626,7 +628,7 @@ def test_both_registrations_give_each_gene_the_larger_p_value(monkeypatch):
     fork_fit = branches.fork_test(values, rows, learned, groups)  # the fork test's default
     fork_none = branches.fork_test(values, rows, learned, groups, registration="none")
     np.testing.assert_allclose(fork_both.pvals, np.fmax(fork_both.pvals_registered, fork_none.pvals))
-    assert np.all(fork_fit.pvals >= fork_both.pvals_registered)  # the five-piece warp's, and the nine's
+    np.testing.assert_allclose(fork_both.pvals_registered, fork_fit.pvals)  # the same two warps
     assert fork_both.window == pytest.approx(fork_fit.window)  # each axis its own default window
 
 

@@ -285,6 +285,56 @@ def curved_tree(seed: int, *, n_cells: int = 1500, n_dims: int = 50, noise: floa
     return adata
 
 
+def dla_with_genes(seed: int, *, n_branches: int = 3, n_cells: int = 2000, n_dims: int = 50, noise: float = 4.0):
+    """PHATE's tree of random walks (``sks.datasets.dla_tree``), with genes on its TRUE time.
+
+    A fourth generator for the tests along a learned pseudotime: every branch is a Gaussian random
+    walk, so a learned tree, which smooths the walk's wiggles, runs at a pace that changes from step
+    to step along each branch (unlike the smooth curves of :func:`curved_tree`). The geometry's 20
+    principal components are in ``obsm["X_geometry"]``. 260 genes, each with noise sd 0.5: 100
+    follow one curve of the true time (every other one a sigmoid, the others a Gaussian bump, of
+    width 3–20 % of the tree's span) on every branch (``var["true_program"]`` "shared"), 100 are
+    constant ("constant"), 60 ramp by ±1–2 along one side branch ("branch", ``var["true_branch"]``
+    names it). ``obs`` holds ``true_pseudotime`` (in steps) and ``true_branch`` ("branch_0" the backbone).
+    Used by ``benchmarks/branch_calibration.py --generator dla`` and the tests.
+    """
+    import pandas as pd
+    from anndata import AnnData
+
+    import scskeleton as sks
+
+    geometry = sks.datasets.dla_tree(n_cells, n_dims=n_dims, n_branches=n_branches, noise=noise, random_state=seed)
+    rng = np.random.default_rng([37, seed])
+    steps = geometry.obs["true_pseudotime"].to_numpy()
+    time = steps / steps.max()
+    n_shared, n_constant, n_branch = 100, 100, 60
+    centre, width = rng.uniform(0.1, 0.9, n_shared), rng.uniform(0.05, 0.2, n_shared)
+    amplitude = rng.uniform(1, 2, n_shared)
+    scaled = (time[:, None] - centre) / width
+    sigmoid = np.arange(n_shared) % 2 == 1
+    shared = amplitude * np.where(sigmoid, 1 / (1 + np.exp(-scaled)), np.exp(-0.5 * scaled**2))
+    side = np.asarray([f"branch_{1 + g % (n_branches - 1)}" for g in range(n_branch)]) if n_branches > 1 else []
+    own = geometry.obs["true_branch"].astype(str).to_numpy()
+    start = dict(zip([f"branch_{b}" for b in range(n_branches)], geometry.uns["dla_tree"]["branch_start_time"]))
+    ramps = np.column_stack([np.where(own == b, steps - start[b], 0.0) for b in side]) if n_branch and n_branches > 1 \
+        else np.zeros((n_cells, 0))
+    ramps = ramps / np.maximum(ramps.max(axis=0), np.finfo(float).tiny)
+    ramps = ramps * rng.uniform(1, 2, ramps.shape[1]) * rng.choice([-1, 1], ramps.shape[1])
+    values = 3 + np.hstack([shared, np.zeros((n_cells, n_constant)), ramps])
+    values += 0.5 * rng.standard_normal(values.shape)
+    n_branch = ramps.shape[1]
+    var = pd.DataFrame({
+        "true_program": ["shared"] * n_shared + ["constant"] * n_constant + ["branch"] * n_branch,
+        "true_branch": [""] * (n_shared + n_constant) + list(side),
+    }, index=[f"shared_{i}" for i in range(n_shared)] + [f"constant_{i}" for i in range(n_constant)]
+       + [f"branch_{i}" for i in range(n_branch)])
+    adata = AnnData(values, obs=geometry.obs.copy(), var=var)
+    centred = np.asarray(geometry.X, dtype=float) - np.asarray(geometry.X, dtype=float).mean(axis=0)
+    left, singular, _ = np.linalg.svd(centred, full_matrices=False)
+    adata.obsm["X_geometry"] = left[:, :20] * singular[:20]
+    return adata
+
+
 def share_balanced_counts(seed: int, *, n_cells: int = 2000, n_pairs: int = 150, n_null: int = 700,
                           depth: float = 3000.0, dispersion: float = 0.0):
     """Counts of a two-fate tree whose null genes keep their share of every cell's counts.
