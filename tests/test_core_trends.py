@@ -246,17 +246,20 @@ BRANCH_NULLS = [(300, (300, 300), (1.0, 1.0)), (200, (300, 150), (1.0, 0.5)), (0
 @functools.cache
 def _branch_null(index, replicates=10, n_genes=4000, registration="fit"):
     """p-values of genes that share one trend on every branch, fresh cell times per replicate: on the
-    registered axis (``"fit"``), the larger of both axes' (``"both"``; the same runs as ``"fit"``) or
-    unregistered (``"none"``, the F test alone, for the far tail's many genes)."""
+    five-piece warp's axis (``"fit"``: one warp, whose p-values are exact, not the larger of two), the
+    largest of the three axes' (``"both"``: both warps and the unregistered axis, as ``branch_test``
+    combines them) or unregistered (``"none"``, the F test alone, for the far tail's many genes)."""
     if registration == "none":
-        return _branch_null_runs(index, replicates, n_genes, "none")[0]
-    registered, both = _branch_null_runs(index, replicates, n_genes, "both")
-    return both if registration == "both" else registered
+        return _branch_null_runs(index, replicates, n_genes, registered=False)[0]
+    five, nine, unregistered = _branch_null_runs(index, replicates, n_genes, registered=True)
+    return np.fmax.reduce([five, nine, unregistered]) if registration == "both" else five
 
 
 @functools.cache
-def _branch_null_runs(index, replicates, n_genes, registration):
-    """(the compared axis's, the test's) p-values of :func:`_branch_null`: one run of ``"both"`` gives both."""
+def _branch_null_runs(index, replicates, n_genes, *, registered):
+    """The p-values of :func:`_branch_null` on each axis: the five-piece warp's, the nine-piece warp's and
+    the unregistered ones (each warp compared alone, as ``"both"`` compares it); the last alone when not
+    ``registered``."""
     n_trunk, n_branch, lengths = BRANCH_NULLS[index]
     pvals = []
     for replicate in range(replicates):
@@ -266,14 +269,25 @@ def _branch_null_runs(index, replicates, n_genes, registration):
         groups = np.concatenate([np.zeros(n_trunk, int)] + [np.full(n, b + 1) for b, n in enumerate(n_branch)])
         shared = 1 / (1 + np.exp(-4 * (times - 1)))
         values = shared[:, None] + rng.standard_normal((times.size, n_genes))
-        result = branches.branch_test(values, np.arange(times.size), times, groups, df=5.0, registration=registration)
-        first = result.pvals_unregistered if registration == "none" else result.pvals_registered
-        pvals.append((first, result.pvals))
+        axes = []
+        for pieces in (branches.WARP_PIECES, branches.FINE_WARP_PIECES) if registered else ():
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(branches, "_registrations", functools.partial(_one_warp, pieces))
+                result = branches.branch_test(values, np.arange(times.size), times, groups, df=5.0, registration="fit")
+            axes.append(result.pvals)
+        result = branches.branch_test(values, np.arange(times.size), times, groups, df=5.0, registration="none")
+        pvals.append([*axes, result.pvals])
     np.testing.assert_allclose(result.df_branches, 5.0)
     assert result.df_shared == pytest.approx(5.0)
     assert result.curves.shape == (n_genes, len(n_branch), 100) and result.shared.shape == (n_genes, 100)
-    compared, tested = zip(*pvals)
-    return np.concatenate(compared), np.concatenate(tested)
+    return [np.concatenate(axis) for axis in zip(*pvals)]
+
+
+def _one_warp(n_pieces, matrix, rows, times, groups, registration, *, n_knots, df):
+    """``branches._registrations`` with one warp of ``n_pieces`` pieces (none at its bound here)."""
+    warp = branches.fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces)
+    assert not warp.at_bound
+    return [warp]
 
 
 @pytest.mark.xdist_group("branch_null")  # one worker simulates the cached null once
