@@ -293,16 +293,19 @@ def dla_with_genes(seed: int, *, n_branches: int = 3, n_cells: int = 2000, n_dim
     to step along each branch (unlike the smooth curves of :func:`curved_tree`). The geometry's 20
     principal components are in ``obsm["X_geometry"]``. 260 genes, each with noise sd 0.5: 100
     follow one curve of the true time (every other one a sigmoid, the others a Gaussian bump, of
-    width 3–20 % of the tree's span) on every branch (``var["true_program"]`` "shared"), 100 are
+    width 5–20 % of the tree's span) on every branch (``var["true_program"]`` "shared"), 100 are
     constant ("constant"), 60 ramp by ±1–2 along one side branch ("branch", ``var["true_branch"]``
     names it). ``obs`` holds ``true_pseudotime`` (in steps) and ``true_branch`` ("branch_0" the backbone).
-    Used by ``benchmarks/branch_calibration.py --generator dla`` and the tests.
+    ``n_branches`` (walks, ≥ 2) as in ``dla_tree``. Used by ``benchmarks/branch_calibration.py
+    --generator dla`` and the tests.
     """
     import pandas as pd
     from anndata import AnnData
 
     import scskeleton as sks
 
+    if n_branches < 2:
+        raise ValueError(f"n_branches must be at least 2 (a side branch for the branch genes); got {n_branches}.")
     geometry = sks.datasets.dla_tree(n_cells, n_dims=n_dims, n_branches=n_branches, noise=noise, random_state=seed)
     rng = np.random.default_rng([37, seed])
     steps = geometry.obs["true_pseudotime"].to_numpy()
@@ -313,24 +316,22 @@ def dla_with_genes(seed: int, *, n_branches: int = 3, n_cells: int = 2000, n_dim
     scaled = (time[:, None] - centre) / width
     sigmoid = np.arange(n_shared) % 2 == 1
     shared = amplitude * np.where(sigmoid, 1 / (1 + np.exp(-scaled)), np.exp(-0.5 * scaled**2))
-    side = np.asarray([f"branch_{1 + g % (n_branches - 1)}" for g in range(n_branch)]) if n_branches > 1 else []
+    side = [f"branch_{1 + g % (n_branches - 1)}" for g in range(n_branch)]
     own = geometry.obs["true_branch"].astype(str).to_numpy()
     start = dict(zip([f"branch_{b}" for b in range(n_branches)], geometry.uns["dla_tree"]["branch_start_time"]))
-    ramps = np.column_stack([np.where(own == b, steps - start[b], 0.0) for b in side]) if n_branch and n_branches > 1 \
-        else np.zeros((n_cells, 0))
+    ramps = np.column_stack([np.where(own == b, steps - start[b], 0.0) for b in side])
     ramps = ramps / np.maximum(ramps.max(axis=0), np.finfo(float).tiny)
-    ramps = ramps * rng.uniform(1, 2, ramps.shape[1]) * rng.choice([-1, 1], ramps.shape[1])
+    ramps = ramps * rng.uniform(1, 2, n_branch) * rng.choice([-1, 1], n_branch)
     values = 3 + np.hstack([shared, np.zeros((n_cells, n_constant)), ramps])
     values += 0.5 * rng.standard_normal(values.shape)
-    n_branch = ramps.shape[1]
     var = pd.DataFrame({
         "true_program": ["shared"] * n_shared + ["constant"] * n_constant + ["branch"] * n_branch,
-        "true_branch": [""] * (n_shared + n_constant) + list(side),
+        "true_branch": [""] * (n_shared + n_constant) + side,
     }, index=[f"shared_{i}" for i in range(n_shared)] + [f"constant_{i}" for i in range(n_constant)]
        + [f"branch_{i}" for i in range(n_branch)])
     adata = AnnData(values, obs=geometry.obs.copy(), var=var)
-    centred = np.asarray(geometry.X, dtype=float) - np.asarray(geometry.X, dtype=float).mean(axis=0)
-    left, singular, _ = np.linalg.svd(centred, full_matrices=False)
+    coordinates = np.asarray(geometry.X, dtype=float)
+    left, singular, _ = np.linalg.svd(coordinates - coordinates.mean(axis=0), full_matrices=False)
     adata.obsm["X_geometry"] = left[:, :20] * singular[:20]
     return adata
 
