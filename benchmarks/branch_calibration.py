@@ -16,11 +16,6 @@ against the shared genes' (acceptance: power ≥ 0.9, AUROC ≥ 0.95). Without `
 whose tree does not have exactly one branch point are reported and skipped. The figures are in
 ``docs/methods/trends.md``.
 
-The appended genes lie outside the PCA (``varm["PCs"]`` carries zero loadings for them, as for
-genes outside the highly variable ones), so the registration reads its warp from the genes the tree
-was not learned from (``uns[...]["warp_held_out"]``); ``--warp-from-every-gene`` drops the loadings
-and reads every gene, as before 2026-11-29.
-
 With ``--generator random_walk`` the counts come from :func:`scskeleton._testing.random_walk_tree`
 (PROSSTT-like: every gene mixes programs that part gradually after the fork), whose genes carry no
 truth of their own: only the shared genes' columns are reported. With ``--generator curves`` the
@@ -83,10 +78,7 @@ def calibration(adata, names, method: str, registration: str, *, fork: int, test
 def prepared(args, seed: int, method: str):
     """The data of one seed with a learned pseudotime, and the names of its shared-trend genes."""
     if args.generator in ("simulate_trajectory", "random_walk"):
-        adata, names = realistic_with_shared_genes(seed, method=method, generator=args.generator, n_fates=args.fates)
-        if args.warp_from_every_gene:  # which genes the PCA read is then not known
-            del adata.varm["PCs"]
-        return adata, names
+        return realistic_with_shared_genes(seed, method=method, generator=args.generator, n_fates=args.fates)
     adata = curved_tree(seed, noise=args.noise) if args.generator == "curves" else dla_with_genes(seed, n_branches=args.fates)
     getattr(sks.tl, method)(adata, use_rep="X_geometry")
     sks.tl.root(adata, method, obs_min="true_pseudotime")
@@ -109,9 +101,6 @@ def main() -> None:
     parser.add_argument("--test", default="branch", choices=sorted(TESTS))
     parser.add_argument("--registrations", nargs="+", default=["both", "fit", "none"], choices=["both", "fit", "none"],
                         help="the registrations to run (default all three)")
-    parser.add_argument("--warp-from-every-gene", action="store_true",
-                        help="simulate_trajectory and random_walk: drop varm['PCs'], so that the warp reads every "
-                             "gene, those the tree was learned from too (as before 2026-11-29)")
     parser.add_argument("--true-time", action="store_true",
                         help="also test on the true time with the learner's trunk/branch split")
     args = parser.parse_args()

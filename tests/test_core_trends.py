@@ -495,29 +495,6 @@ def test_registration_removes_a_uniform_stretch_of_one_branch():
     assert np.abs(one - two).max() <= 0.05
 
 
-def test_the_warp_is_read_from_genes_the_tree_was_not_learned_from():
-    """Genes the tree was learned from follow the learned time (a cell's pseudotime is read from their
-    values): here 300 genes on curves of the learned time itself, the same on both branches, beside 60
-    genes on curves of the true time, which the learner stretched 1.3-fold on branch 2. Read from
-    all genes, the warp keeps the learned axis and 40 % of the 60 are called; read from the 60, marked
-    ``held_out``, it finds the stretch (1.28 here) and none is called."""
-    honest, learned, groups = _stretched_fork(1.3, n_genes=60)
-    rng = np.random.default_rng(3)
-    centres, amplitude = rng.uniform(0.3, 1.7, 300), rng.uniform(1.0, 2.0, 300)
-    tree = amplitude / (1 + np.exp(-(learned[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((900, 300))
-    values, outside = np.hstack([tree, honest]), np.arange(300, 360)
-    held_out = np.isin(np.arange(360), outside)
-    read_from_all = branches.branch_test(values, np.arange(900), learned, groups, columns=outside)
-    assert not read_from_all.warp_held_out and np.mean(read_from_all.qvals < 0.05) > 0.3
-    result = branches.branch_test(values, np.arange(900), learned, groups, columns=outside, held_out=held_out)
-    assert result.warp_held_out and 1.2 <= result.stretch[0] / result.stretch[1] <= 1.4
-    assert np.mean(result.qvals < 0.05) == 0.0 and np.mean(result.pvals < 0.05) <= 0.08
-    # too few genes outside the tree follow time to read a warp from: every gene is read, as before
-    few = np.isin(np.arange(360), outside[:20])
-    assert not branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0,
-                                         held_out=few).held_out
-
-
 def test_registration_bounds_the_branches_relative_pace_but_undoes_a_threefold_stretch():
     """The warp keeps each branch's overall factor within MAX_RELATIVE_STRETCH of the branches' mean
     (it stretched the branches of a three-fate fork 7-fold apart when nearly every gene parted), yet

@@ -320,35 +320,6 @@ def test_branch_test_by_default_calls_a_gene_only_where_both_axes_do(tested, tmp
     assert bool(back.uns["fork"]["warp_at_bound"]) == bool(adata.uns["fork"]["warp_at_bound"])
 
 
-def test_the_genes_outside_the_trees_representation_are_read_from_the_pca(fitted, tmp_path):
-    """The warp is read from genes the tree was not learned from where those are known: genes whose
-    loadings on the components the learner read are zero (``mask_var``), none for a tree on ``X`` or on
-    a representation of unknown origin, and a gene of ``raw`` outside ``var`` entered no PCA."""
-    from scskeleton.tl._inputs import genes_outside_representation
-
-    assert genes_outside_representation(fitted, KEY) is None  # the PCA read every gene
-    adata = fitted.copy()
-    adata.var["in_pca"] = np.arange(adata.n_vars) < 150
-    sc.pp.pca(adata, n_comps=10, mask_var="in_pca")
-    sks.tl.ddrtree(adata)
-    sks.tl.root(adata, KEY, obs_min="true_pseudotime")
-    sks.tl.pseudotime(adata, KEY)
-    np.testing.assert_array_equal(genes_outside_representation(adata, KEY), ~adata.var["in_pca"].to_numpy())
-    extra = pd.DataFrame(index=[*adata.var_names, "extra"])
-    adata.raw = anndata.AnnData(np.hstack([np.asarray(adata.X), np.zeros((adata.n_obs, 1))]), obs=adata.obs[[]], var=extra)
-    np.testing.assert_array_equal(genes_outside_representation(adata, KEY, use_raw=True),
-                                  np.r_[~adata.var["in_pca"].to_numpy(), True])
-    fork = int(adata.uns[KEY]["branch_points"][0])
-    sks.tl.branch_test(adata, KEY, branch_point=fork, genes=list(adata.var_names[:5]), key_added="five")
-    assert adata.uns["five"]["warp_held_out"] in (True, False)
-    adata.write_h5ad(tmp_path / "held_out.h5ad")
-    assert anndata.read_h5ad(tmp_path / "held_out.h5ad").uns["five"]["warp_held_out"] == adata.uns["five"]["warp_held_out"]
-    adata.uns[KEY]["params"]["use_rep"] = "X_umap"
-    assert genes_outside_representation(adata, KEY) is None
-    adata.uns[KEY]["params"]["use_rep"] = "X"
-    assert genes_outside_representation(adata, KEY) is None
-
-
 @pytest.mark.parametrize("method", ["rpg", "ddrtree"])
 def test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes(method):
     """The learned pseudotime stretches the two branches differently. On five seeds of the issue's
@@ -582,19 +553,13 @@ def test_the_fork_test_compares_branches_side_by_side_on_the_counts_own_genes():
 
 
 def test_the_default_holds_the_level_where_the_warp_alone_does_not():
-    """Seed 0 of the second generator. Read from every gene, the warp alone flags 11 % of the shared
-    genes (the programs' delays, in the genes the tree was learned from, read as pace), the unregistered
-    comparison 4.5 %; the default, which calls a gene only where both do, 4 % (docs/methods/trends.md:
-    19 of 20 two-fate random-walk forks at most 5 %, against 16). Read from the genes outside the PCA,
-    as ``varm["PCs"]`` tells them, the warp alone holds the level too (2 %)."""
+    """Seed 0 of the second generator: the warp alone flags 11 % of the shared genes (the programs'
+    delays read as pace), the unregistered comparison 4.5 %; the default, which calls a gene only where
+    both do, 4 % (docs/methods/trends.md: 19 of 20 two-fate random-walk forks at most 5 %, against 16)."""
     adata, names = realistic_with_shared_genes(0, generator="random_walk")
     assert len(adata.uns["ddrtree"]["branch_points"]) == 1
-    assert _flagged(adata, names, "fit") <= 0.05 and adata.uns["ddrtree_branch_test"]["warp_held_out"]
+    assert _flagged(adata, names, "fit") > 0.08
     assert _flagged(adata, names, "both") <= 0.05
-    unknown = adata.copy()
-    del unknown.varm["PCs"]  # which genes shaped the tree is not known: the warp reads every gene
-    assert _flagged(unknown, names, "fit") > 0.08 and not unknown.uns["ddrtree_branch_test"]["warp_held_out"]
-    assert _flagged(unknown, names, "both") <= 0.05
 
 
 def test_registration_at_a_fork_whose_branch_branches_again():

@@ -443,10 +443,6 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
               + 0.5 * rng.standard_normal((adata.n_obs, n_shared)))
     names = [f"shared_{i}" for i in range(n_shared)]
     counts = adata.X.toarray() if hasattr(adata.X, "toarray") else np.asarray(adata.X)
-    # the components' loadings come along, zero for the appended genes (outside the PCA, as genes
-    # outside the highly variable ones are): the tests read which genes the tree was learned from
-    loadings = np.vstack([adata.varm["PCs"], np.zeros((n_shared, adata.varm["PCs"].shape[1]))])
     full = AnnData(X=np.hstack([counts, shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
-                   uns=copy.deepcopy(dict(adata.uns)), var=pd.concat([truth, pd.DataFrame(index=names)]),
-                   varm={"PCs": loadings})
+                   uns=copy.deepcopy(dict(adata.uns)), var=pd.concat([truth, pd.DataFrame(index=names)]))
     return full, names

@@ -11,7 +11,7 @@ from scanpy import logging as logg
 
 from .._core.stats import branches as branch_core
 from .._schema import resolve_key
-from ._inputs import check_key, gene_columns, genes_outside_representation
+from ._inputs import check_key, gene_columns
 from ._results import plain_params
 from ._trends import (
     _MODEL,
@@ -70,9 +70,7 @@ def fork_test(
     ``"both"`` calls a gene only where the comparison on the pseudotime as
     it is calls it too); a warp pressed against the bounds of its family is
     not used, and the branches are compared on the pseudotime as it is, with
-    a warning (``uns[name]["warp_at_bound"]``). The warp is read from the
-    genes the tree was not learned from where they are known and enough of
-    them follow time (``uns[name]["warp_held_out"]``; :func:`branch_test`).
+    a warning (``uns[name]["warp_at_bound"]``).
 
     Parameters
     ----------
@@ -134,7 +132,7 @@ def fork_test(
         for the cells left out).
     ``adata.uns[name]``
         ``method`` (``"fork_test"``), ``params``, ``graph``, ``branch_point``,
-        ``time``, ``stretch``, ``shift``, ``warp_at_bound``, ``warp_held_out`` (as in
+        ``time``, ``stretch``, ``shift``, ``warp_at_bound`` (as in
         ``tl.branch_test``), ``branches`` (labels: the id of the segment
         each branch starts with), ``segments``, ``fork`` and ``window`` (on
         the time axis), ``grid``, ``knots``, ``df``, ``n_cells`` (per branch,
@@ -167,7 +165,6 @@ def fork_test(
         result = branch_core.fork_test(
             matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=fork.df,
             n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
-            held_out=genes_outside_representation(adata, key, use_raw=use_raw),
         )
     _warn_lowered_df(fork.df, result.df)
     _warn_warp_at_bound(result)
@@ -206,7 +203,6 @@ def fork_test(
         "stretch": result.stretch,
         "shift": result.shift,
         "warp_at_bound": result.warp_at_bound,
-        "warp_held_out": result.warp_held_out,
         "branches": np.array(fork.names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "fork": result.fork,

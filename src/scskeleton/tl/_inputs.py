@@ -418,30 +418,3 @@ def neighbors_edges(adata: AnnData, neighbors_key: str | None, *, n_neighbors: i
     if edges.shape[0] == 0:
         raise ValueError(f"{where} holds no edge between two cells; rerun {hint}.")
     return edges
-
-
-def genes_outside_representation(adata: AnnData, key: str, *, use_raw: bool = False) -> np.ndarray | None:
-    """Which genes of the tested matrix the tree ``adata.uns[key]`` was not learned from.
-
-    Known where the tree was fitted on ``X_pca`` and ``adata.varm["PCs"]`` holds the loadings (genes
-    left out of the PCA, e.g. by ``mask_var="highly_variable"``, load zero on the ``n_pcs`` components
-    the learner read), or on ``X``, which every gene shaped. Returns a boolean per column of
-    ``adata.X`` (of ``adata.raw.X`` with ``use_raw``; a gene of ``raw`` missing from ``var`` entered no
-    PCA), or ``None`` where it is not known (another representation) or no gene was left out.
-    """
-    params = adata.uns[key].get("params", {}) if isinstance(adata.uns[key], Mapping) else {}
-    use_rep = params.get("use_rep") if isinstance(params, Mapping) else None
-    if use_rep != "X_pca":
-        return None  # "X": every gene shaped the tree; another representation: not known
-    loadings = adata.varm.get("PCs") if "PCs" in adata.varm else None
-    if loadings is None or np.ndim(loadings) != 2 or loadings.shape[0] != adata.n_vars:
-        return None
-    n_pcs = params.get("n_pcs")
-    if isinstance(n_pcs, (int, np.integer)) and 0 < n_pcs <= loadings.shape[1]:
-        loadings = loadings[:, :n_pcs]
-    shaped = np.any(np.asarray(loadings) != 0, axis=1)
-    if use_raw and adata.raw is not None:
-        held_out = ~adata.raw.var_names.isin(adata.var_names[shaped])
-    else:
-        held_out = ~shaped
-    return held_out if held_out.any() and not held_out.all() else None

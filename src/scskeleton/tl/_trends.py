@@ -21,7 +21,7 @@ from .._core.trees import trajectory as trajectory_core
 from .._core.validation import COUNT_CHECK_CELLS, looks_like_counts
 from .._dask import is_dask, require_dask
 from .._schema import MAIN_MATRIX, phase_key, pseudotime_key, read_graph, resolve_key, segment_key
-from ._inputs import check_key, expression_name, gene_columns, genes_outside_representation, get_expression
+from ._inputs import check_key, expression_name, gene_columns, get_expression
 from ._milestones import resolve_node, resolve_segment
 from ._results import plain_params
 from ._threads import chunked_solver_threads
@@ -329,16 +329,7 @@ def branch_test(
         whose branches differ cannot pull it). The 300 are chosen among all
         genes of the matrix, whichever ``genes`` are tested: the warp belongs
         to the tree, and a gene's p-value does not depend on the other genes
-        tested. Where the tree was learned on ``X_pca`` and
-        ``adata.varm["PCs"]`` tells which genes the PCA read (e.g.
-        ``mask_var="highly_variable"``), they are chosen among the genes it
-        did not read, if at least 50 of those follow time (a tenth of their
-        variance on one curve of it): a cell's pseudotime is read from the
-        genes the tree was learned from, noise included, so they follow the
-        learned time more closely than the process's and pull the warp back
-        to it (``uns[name]["warp_held_out"]``; on PROSSTT-like trees whose
-        genes all part gradually, shared genes flagged at 3 forks of 23:
-        6–7 % → 0–1.5 %, docs/methods/trends.md). A learner
+        tested. A learner
         stretches the branches of a fork differently and unevenly, and genes
         that follow the same curve of the process on both branches then look
         different: with DDRTree's pseudotime 1–57 % of such genes were called
@@ -388,8 +379,6 @@ def branch_test(
         branch's factor), ``shift`` (each branch's shift), ``warp_at_bound``
         (the warp pressed against a bound of its family and the branches were
         compared on the learned pseudotime, with a warning),
-        ``warp_held_out`` (the warp was read from genes the tree was not
-        learned from; see ``registration``),
         ``branches`` (the id of the segment each
         branch starts with, also its label), ``segments`` (``{"trunk" or
         label: segment ids}``), ``grid``,
@@ -443,7 +432,6 @@ def branch_test(
             matrix, rows, pseudotime[rows], group[rows], n_knots=n_knots, df=fork.df, n_grid=n_grid,
             registration=registration, columns=columns,
             names=fork.messages(),
-            held_out=genes_outside_representation(adata, key, use_raw=use_raw),
         )
     _warn_lowered_df(fork.df, result.df_shared)
     _warn_warp_at_bound(result)
@@ -477,7 +465,6 @@ def branch_test(
         "stretch": result.stretch,
         "shift": result.shift,
         "warp_at_bound": result.warp_at_bound,
-        "warp_held_out": result.warp_held_out,
         "branches": np.array(branch_names, dtype=object),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "grid": result.grid,

@@ -57,8 +57,7 @@ class BranchTestResult:
     (:func:`_pressed_against_bounds`), in which case the branches were
     compared on the learned axis alone, whatever ``registration`` asked
     (:func:`_registrations`: ``times`` unwarped, ``stretch`` ones, ``shift``
-    zeros, ``pvals_registered`` NaN); ``warp_held_out`` whether the warps were
-    read from genes the tree was not learned from (:func:`_timed_genes`).
+    zeros, ``pvals_registered`` NaN).
     """
 
     grid: np.ndarray
@@ -78,7 +77,6 @@ class BranchTestResult:
     shift: np.ndarray
     degenerate: np.ndarray
     warp_at_bound: bool = False
-    warp_held_out: bool = False
 
 
 #: How the branches' pseudotimes are put on one axis before they are compared: on the registered
@@ -152,11 +150,6 @@ ALIGN_CAP = 9.0
 #: genes that follow time best, standardised: one shared time axis, not a per-gene fit.
 WARP_CELLS = 3000
 WARP_GENES = 300
-#: The warp is read from genes the tree was not learned from (``held_out``) where at least this many of
-#: them follow time, each with at least :data:`HELD_OUT_MIN_R2` of its variance on one curve of it
-#: (:func:`_timed_genes`); otherwise from every gene.
-HELD_OUT_MIN_GENES = 50
-HELD_OUT_MIN_R2 = 0.1
 
 
 def fork_time(times: np.ndarray, groups: np.ndarray) -> float:
@@ -174,9 +167,7 @@ class BranchWarp:
     last slope also beyond the last break, the branch's reach). Trunk cells
     keep their time. One slope and no shift is the stretch about the fork of
     tradeSeq's registration. ``at_bound``: the search's best warp pressed
-    against a bound of the family (:func:`_pressed_against_bounds`);
-    ``held_out``: it was read from genes the tree was not learned from
-    (:func:`_timed_genes`).
+    against a bound of the family (:func:`_pressed_against_bounds`).
     """
 
     fork: float
@@ -184,7 +175,6 @@ class BranchWarp:
     slopes: np.ndarray
     shifts: np.ndarray
     at_bound: bool = False
-    held_out: bool = False
 
     @classmethod
     def identity(cls, fork: float, reach: np.ndarray, n_pieces: int = 1) -> BranchWarp:
@@ -201,7 +191,7 @@ class BranchWarp:
 
     def replace(self, *, slopes=None, shifts=None) -> BranchWarp:
         return BranchWarp(self.fork, self.breaks, self.slopes if slopes is None else slopes,
-                          self.shifts if shifts is None else shifts, held_out=self.held_out)
+                          self.shifts if shifts is None else shifts)
 
     def __call__(self, times: np.ndarray, groups: np.ndarray) -> np.ndarray:
         times = np.asarray(times, dtype=float)
@@ -226,7 +216,6 @@ class BranchWarp:
 def fit_branch_warps(
     matrix, rows: np.ndarray, times: np.ndarray, groups: np.ndarray, *, n_knots: int, df: float,
     n_pieces: int = WARP_PIECES, max_relative_stretch: float = MAX_RELATIVE_STRETCH,
-    held_out: np.ndarray | None = None,
 ) -> BranchWarp:
     """The warp of every branch's time past the fork, shared by all genes.
 
@@ -243,9 +232,7 @@ def fit_branch_warps(
 
     Criterion: each of the :data:`WARP_GENES` genes that follow time best
     (:func:`_timed_genes`; standardised, on at most
-    :data:`WARP_CELLS` cells; among the ``held_out`` genes, a boolean mask
-    of the matrix's columns that the tree was not learned from, where
-    enough of them follow time) is fitted by one shared curve of the warped
+    :data:`WARP_CELLS` cells) is fitted by one shared curve of the warped
     time (``df`` degrees of freedom) or, at the price of its extra freedom,
     by its branches' own curves of the unwarped time; the warp minimises
     Σ_g min(RSS_shared, RSS_branches · (1 + c/ν)), c the
@@ -338,8 +325,7 @@ def fit_branch_warps(
     identity = BranchWarp.identity(fork, np.maximum(reach, 0.0), n_pieces)
     if not np.any(spread > 0) or not np.all(reach > 0):
         return identity
-    keep, read_held_out = _timed_genes(block, spread, identity(sub_times, sub_groups), n_knots=n_knots, df=df,
-                                       held_out=held_out)
+    keep = _timed_genes(block, spread, identity(sub_times, sub_groups), n_knots=n_knots, df=df)
     chosen = block[:, keep]
     chosen = chosen.toarray() if sparse.issparse(chosen) else chosen
     values = (chosen - chosen.mean(axis=0)) / spread[keep]
@@ -497,8 +483,9 @@ def fit_branch_warps(
     # bias (docstring)
     chosen = min((identity, balanced(searched), balanced(refine(searched, mismatch))),
                  key=functools.partial(unbounded_mismatch, smoothing_removed=True))
-    at_bound = _pressed_against_bounds(chosen, lambda warp: unbounded_mismatch(balanced(warp)), max_relative_stretch)
-    return dataclasses.replace(chosen, at_bound=at_bound, held_out=read_held_out)
+    if _pressed_against_bounds(chosen, lambda warp: unbounded_mismatch(balanced(warp)), max_relative_stretch):
+        return dataclasses.replace(chosen, at_bound=True)
+    return chosen
 
 
 def _pressed_against_bounds(warp: BranchWarp, criterion, max_relative_stretch: float = MAX_RELATIVE_STRETCH) -> bool:
@@ -549,28 +536,14 @@ def _remembered(criterion):
     return remembered
 
 
-def _timed_genes(block, spread: np.ndarray, times: np.ndarray, *, n_knots: int, df: float,
-                 held_out: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+def _timed_genes(block, spread: np.ndarray, times: np.ndarray, *, n_knots: int, df: float) -> np.ndarray:
     """The :data:`WARP_GENES` genes of ``block`` (cells × genes, dense or sparse) whose one curve of
-    ``times`` (``df`` degrees of freedom) explains the largest share of their variance, chosen among
-    the ``held_out`` genes (boolean, one per column) where at least :data:`HELD_OUT_MIN_GENES` of them
-    explain :data:`HELD_OUT_MIN_R2` of theirs; and whether they were.
+    ``times`` (``df`` degrees of freedom) explains the largest share of their variance.
 
     The warp is read from genes that follow time; the most variable genes were the wrong choice where
     most of them differ between the branches (gene programs that part gradually): on PROSSTT-like trees
     2–18 % of 200 shared-trend genes were among the 300 most variable, and the warp fitted to the
     others flagged 20–90 % of the shared genes.
-
-    Genes the tree was learned from follow the learned time more closely than the process's: a cell's
-    pseudotime is read from their values, noise included (double dipping), and cells that look alike
-    in them are given one time on either branch. Such genes, parting gradually after the fork, look
-    shared on the learned axis and pull the warp back to it, whichever warp the genes outside the
-    tree call for. On PROSSTT-like trees (``_testing.random_walk_tree``, 3 fates, RPG and DDRTree)
-    with 200 genes of the true time appended, 64–69 of the 300 genes chosen among all were those;
-    the 231–236 others scored the learned axis 450–1,960 below an isotonic map of each branch onto
-    the true time (the exact criterion), and the default test flagged 6–7 % of the shared genes at
-    three forks, against 0–1.5 % with the warp read from the genes outside the highly variable ones
-    the tree's components were computed on (docs/methods/trends.md).
     """
     varying = np.flatnonzero(spread > 0)
     basis = spline_basis(times, n_knots)
@@ -584,12 +557,7 @@ def _timed_genes(block, spread: np.ndarray, times: np.ndarray, *, n_knots: int, 
     cross = (np.asarray((part.T @ design).T) - np.outer(design.sum(axis=0), means)) / spread[varying]
     fit = penalized_fit(design.T @ design, cross, np.full(varying.size, float(times.size)), basis.penalty, df=df,
                         what="The cells the warp is fitted on")
-    rss = fit.rss
-    read_held_out = held_out is not None and np.count_nonzero(
-        held_out[varying] & (rss <= (1.0 - HELD_OUT_MIN_R2) * times.size)) >= HELD_OUT_MIN_GENES
-    if read_held_out:
-        varying, rss = varying[held_out[varying]], rss[held_out[varying]]
-    return varying[np.argsort(rss, kind="stable")[:WARP_GENES]], read_held_out
+    return varying[np.argsort(fit.rss, kind="stable")[:WARP_GENES]]
 
 
 def _allowed_slopes(slopes: np.ndarray, may_slow: np.ndarray) -> bool:
@@ -714,7 +682,6 @@ def branch_test(
     registration: str = "both",
     columns: np.ndarray | None = None,
     names: list[str] | None = None,
-    held_out: np.ndarray | None = None,
 ) -> BranchTestResult:
     """Test per gene whether its trend differs between the branches after a fork.
 
@@ -760,15 +727,11 @@ def branch_test(
 
     ``names`` name the branches in error messages (default ``"branch b"``).
     A branch with no more cells than ``df``, or whose cells cannot support
-    ``df`` degrees of freedom, raises a ValueError. ``held_out`` (boolean,
-    one per column of ``matrix``) marks the genes the tree was not learned
-    from, which the warp is read from where enough of them follow time
-    (:func:`_timed_genes`; ``warp_held_out``).
+    ``df`` degrees of freedom, raises a ValueError.
     """
     rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
     n_branches = int(groups.max())
-    warp, *finer = _registrations(matrix, rows, times, groups, registration, n_knots=n_knots, df=df,
-                                  held_out=held_out)
+    warp, *finer = _registrations(matrix, rows, times, groups, registration, n_knots=n_knots, df=df)
     names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
 
     def compare(axis, local_variance=None):
@@ -806,7 +769,6 @@ def branch_test(
         shift=warp.shifts,
         degenerate=comparison.degenerate,
         warp_at_bound=warp.at_bound,
-        warp_held_out=warp.held_out,
     )
 
 
@@ -826,7 +788,7 @@ class ForkTestResult:
     time and the window's length; ``n_cells`` (B) the cells of each branch in
     the window; ``times`` the time of every cell given (registered), NaN for
     cells outside the window; ``stretch``, ``shift``, ``degenerate``, ``pvals_registered``,
-    ``pvals_unregistered``, ``warp_at_bound`` and ``warp_held_out`` as in :class:`BranchTestResult`.
+    ``pvals_unregistered`` and ``warp_at_bound`` as in :class:`BranchTestResult`.
     """
 
     grid: np.ndarray
@@ -851,7 +813,6 @@ class ForkTestResult:
     shift: np.ndarray
     degenerate: np.ndarray
     warp_at_bound: bool = False
-    warp_held_out: bool = False
 
 
 def fork_test(
@@ -867,7 +828,6 @@ def fork_test(
     registration: str = "fit",
     columns: np.ndarray | None = None,
     names: list[str] | None = None,
-    held_out: np.ndarray | None = None,
 ) -> ForkTestResult:
     """Test per gene whether the branches leaving a fork differ just after it, and which way.
 
@@ -890,15 +850,13 @@ def fork_test(
     needed until it holds at least :data:`MIN_WINDOW_CELLS` (and more than
     ``df``) cells of every branch. A longer window than the cells reach ends
     at the last of them.
-    ``groups`` labels cells 0 (trunk) or b = 1…B (branch), B ≥ 2;
-    ``held_out`` as in :func:`branch_test`.
+    ``groups`` labels cells 0 (trunk) or b = 1…B (branch), B ≥ 2.
     """
     rows, times, groups, df, n_grid = _check_branch_input(rows, times, groups, df, n_grid, registration)
     n_branches = int(groups.max())
     names = [f"branch {b}" for b in range(1, n_branches + 1)] if names is None else list(names)
     requested = None if window is None else check_positive("window", window, role="pseudotime past the fork")
-    warp, *finer = _registrations(matrix, rows, times, groups, registration, n_knots=n_knots, df=df,
-                                  held_out=held_out)
+    warp, *finer = _registrations(matrix, rows, times, groups, registration, n_knots=n_knots, df=df)
 
     def compare(axis):  # each axis gets its own default window
         fork, span, inside = _fork_window(axis, groups, requested, df=df, names=names)
@@ -946,7 +904,6 @@ def fork_test(
         shift=warp.shifts,
         degenerate=comparison.degenerate,
         warp_at_bound=warp.at_bound,
-        warp_held_out=warp.held_out,
     )
 
 
@@ -1041,7 +998,7 @@ def _check_branch_input(rows, times, groups, df, n_grid, registration):
     return rows, times, groups, df, n_grid
 
 
-def _registrations(matrix, rows, times, groups, registration, *, n_knots, df, held_out=None) -> list[BranchWarp]:
+def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) -> list[BranchWarp]:
     """The warps of every branch's time the registered comparison is made on, the curves drawn on
     the first: for ``"fit"`` and ``"both"`` one of :data:`WARP_PIECES` and one of
     :data:`FINE_WARP_PIECES` pieces (:func:`fit_branch_warps`), each gene given the larger of its
@@ -1066,8 +1023,7 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df, he
     belongs to the tree, and read from the tested genes alone it made a gene's p-value depend on
     the others tested (20 markers of the fate branches with 5 shared-trend genes, realistic
     generator, seeds 0–2: p-values moved by a median factor of 10^0.7–10^19 against the test of
-    all genes, and up to a fifth of the markers called fewer). Where ``held_out`` marks the genes
-    the tree was not learned from, it is read from those (:func:`_timed_genes`).
+    all genes, and up to a fifth of the markers called fewer).
 
     A warp pressed against :data:`MAX_RELATIVE_STRETCH` is searched again within
     :data:`WIDE_RELATIVE_STRETCH`; where a warp still presses against a bound of its family
@@ -1088,13 +1044,12 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df, he
         return [identity]
     warps = []
     for n_pieces in (WARP_PIECES, FINE_WARP_PIECES):
-        warp = fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces,
-                                held_out=held_out)
+        warp = fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces)
         if warp.at_bound:
             warp = fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces,
-                                    max_relative_stretch=WIDE_RELATIVE_STRETCH, held_out=held_out)
+                                    max_relative_stretch=WIDE_RELATIVE_STRETCH)
         if warp.at_bound:  # no other warp is searched: the comparison is on the learned axis
-            return [dataclasses.replace(identity, at_bound=True, held_out=warp.held_out)]
+            return [dataclasses.replace(identity, at_bound=True)]
         warps.append(warp)
     return warps
 
