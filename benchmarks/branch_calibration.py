@@ -16,6 +16,10 @@ against the shared genes' (acceptance: power ≥ 0.9, AUROC ≥ 0.95). Without `
 whose tree does not have exactly one branch point are reported and skipped. The figures are in
 ``docs/methods/trends.md``.
 
+With ``--shared-in-pca`` the shared genes are appended to the log-normalised values before the PCA
+and marked highly variable, so that the tree is learned from them too (a harder protocol: the
+shared genes of a real process are among the genes a tree is learned from).
+
 With ``--generator random_walk`` the counts come from :func:`scskeleton._testing.random_walk_tree`
 (PROSSTT-like: every gene mixes programs that part gradually after the fork), whose genes carry no
 truth of their own: only the shared genes' columns are reported. With ``--generator curves`` the
@@ -78,7 +82,8 @@ def calibration(adata, names, method: str, registration: str, *, fork: int, test
 def prepared(args, seed: int, method: str):
     """The data of one seed with a learned pseudotime, and the names of its shared-trend genes."""
     if args.generator in ("simulate_trajectory", "random_walk"):
-        return realistic_with_shared_genes(seed, method=method, generator=args.generator, n_fates=args.fates)
+        return realistic_with_shared_genes(seed, method=method, generator=args.generator, n_fates=args.fates,
+                                           shared_in_pca=args.shared_in_pca)
     adata = curved_tree(seed, noise=args.noise) if args.generator == "curves" else dla_with_genes(seed, n_branches=args.fates)
     getattr(sks.tl, method)(adata, use_rep="X_geometry")
     sks.tl.root(adata, method, obs_min="true_pseudotime")
@@ -101,6 +106,9 @@ def main() -> None:
     parser.add_argument("--test", default="branch", choices=sorted(TESTS))
     parser.add_argument("--registrations", nargs="+", default=["both", "fit", "none"], choices=["both", "fit", "none"],
                         help="the registrations to run (default all three)")
+    parser.add_argument("--shared-in-pca", action="store_true",
+                        help="simulate_trajectory and random_walk: the shared genes enter the PCA and the tree "
+                             "(appended before the PCA, marked highly variable)")
     parser.add_argument("--true-time", action="store_true",
                         help="also test on the true time with the learner's trunk/branch split")
     args = parser.parse_args()

@@ -388,13 +388,26 @@ def fit_on_counts(adata, method: str, *, n_top_genes: int = 1000) -> None:
     """The protocol of the topology tests and benchmarks, in place: counts → normalize_total →
     log1p → ``n_top_genes`` highly variable genes → 30 principal components → ``method`` with its
     defaults → root at the cells of lowest ``obs["true_pseudotime"]`` → pseudotime."""
-    import scanpy as sc
+    _log_normalised_with_hvg(adata, n_top_genes)
+    _learned_on_hvg_pca(adata, method)
 
-    import scskeleton as sks
+
+def _log_normalised_with_hvg(adata, n_top_genes: int) -> None:
+    """The first half of :func:`fit_on_counts`: normalize_total, log1p, ``var["highly_variable"]``."""
+    import scanpy as sc
 
     sc.pp.normalize_total(adata)
     sc.pp.log1p(adata)
     sc.pp.highly_variable_genes(adata, n_top_genes=n_top_genes)
+
+
+def _learned_on_hvg_pca(adata, method: str) -> None:
+    """The second half of :func:`fit_on_counts`: 30 components of the highly variable genes, the
+    learner, the root at the earliest true time, the pseudotime."""
+    import scanpy as sc
+
+    import scskeleton as sks
+
     sc.pp.pca(adata, n_comps=30, mask_var="highly_variable")
     getattr(sks.tl, method)(adata)
     sks.tl.root(adata, method, obs_min="true_pseudotime")
@@ -402,7 +415,8 @@ def fit_on_counts(adata, method: str, *, n_top_genes: int = 1000) -> None:
 
 
 def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared: int = 200,
-                                generator: str = "simulate_trajectory", n_fates: int = 2):
+                                generator: str = "simulate_trajectory", n_fates: int = 2,
+                                shared_in_pca: bool = False):
     """Counts of a tree of ``n_fates`` fates (2,000 cells) through the standard preprocessing to a learned pseudotime
     (``method`` with defaults, rooted at the earliest cells, :func:`fit_on_counts`), with ``n_shared``
     genes appended that follow one sigmoid of the TRUE time on every branch (noise sd 0.5): exact
@@ -414,6 +428,11 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     that nearly every variable gene differs between the branches). The calibration of
     ``tl.branch_test`` on a learned pseudotime is measured on both, by the tests and by
     ``benchmarks/branch_calibration.py``.
+
+    With ``shared_in_pca`` the shared genes are appended to the log-normalised values before the
+    PCA and marked highly variable, so that the PCA and the tree read them too, as they read the
+    genes of a real process that follow one course on every branch (the same genes, the same cells;
+    another tree).
     """
     import copy
 
@@ -433,7 +452,10 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
         truth = pd.DataFrame(index=adata.var_names)
     else:
         raise ValueError(f"generator must be 'simulate_trajectory' or 'random_walk'; got {generator!r}.")
-    fit_on_counts(adata, method)
+    if shared_in_pca:
+        _log_normalised_with_hvg(adata, 1000)
+    else:
+        fit_on_counts(adata, method)
     rng = np.random.default_rng([23, seed])
     time = adata.obs["true_pseudotime"].to_numpy()
     span = time.max()
@@ -445,4 +467,7 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     counts = adata.X.toarray() if hasattr(adata.X, "toarray") else np.asarray(adata.X)
     full = AnnData(X=np.hstack([counts, shared]), obs=adata.obs.copy(), obsm=dict(adata.obsm),
                    uns=copy.deepcopy(dict(adata.uns)), var=pd.concat([truth, pd.DataFrame(index=names)]))
+    if shared_in_pca:
+        full.var["highly_variable"] = np.r_[adata.var["highly_variable"].to_numpy(dtype=bool), np.ones(n_shared, bool)]
+        _learned_on_hvg_pca(full, method)
     return full, names
