@@ -6,7 +6,12 @@ learner with defaults → root at the earliest cells → pseudotime, plus 200 ge
 sigmoid of the TRUE time on both branches (exact shared-trend genes). The test runs at the
 learned fork (at each with ``--every-fork``) with registration ``both`` (the default), ``fit``
 and ``none``; with ``--true-time`` also on the true time with the learner's own split of the
-cells into trunk and branches, which tells the pseudotime's errors from the split's.
+cells into trunk and branches, which tells the pseudotime's errors from the split's; with ``--oracle``
+(two-fate ``simulate_trajectory`` only) also on the true time with the TRUE split, unregistered: the
+power a test of these cells can reach whatever the learner does; with ``--isotonic`` also on the
+learned time mapped, per trunk and branch of the learned fork, onto the true time by isotonic
+regression, unregistered: the learner's order of the cells on the true pace, the best any warp of
+each branch's pseudotime can do.
 
 Per run: the share of shared-trend genes flagged at FDR 0.05 (acceptance: at most 5 %), the
 share with p < 0.05, and the Kolmogorov–Smirnov p of their p-values against the uniform
@@ -35,6 +40,7 @@ point of every tree (default: only trees with exactly one, the others skipped); 
 runs ``tl.fork_test`` instead of ``tl.branch_test``.
 
 Run: python benchmarks/branch_calibration.py --seeds 10 --methods ddrtree rpg --true-time
+Where the fate genes' power goes: python benchmarks/branch_calibration.py --seeds 10 --true-time --isotonic --oracle
 The battery of docs/methods/trends.md (every fork of 3-fate trees):
 python benchmarks/branch_calibration.py --seeds 6 --fates 3 --every-fork [--generator random_walk] [--test fork]
 """
@@ -62,11 +68,16 @@ def calibration(adata, names, method: str, registration: str, *, fork: int, test
     (true base mean ≥ 1 count, where the generator has one) and all; AUROC of the expressed ones'
     p-values against the shared genes'."""
     TESTS[test](adata, method, branch_point=fork, registration=registration, key_added="calibration")
+    return _figures(adata, names, warp_at_bound=bool(adata.uns["calibration"]["warp_at_bound"]))
+
+
+def _figures(adata, names, *, warp_at_bound: bool) -> dict:
+    """:func:`calibration`'s figures from ``var["calibration_pval"]`` and ``["calibration_qval"]``."""
     qvals = adata.var.loc[names, "calibration_qval"].to_numpy()
     pvals = adata.var.loc[names, "calibration_pval"].to_numpy()
     shared = {"flagged": float(np.mean(qvals < 0.05)), "p_below_0.05": float(np.mean(pvals < 0.05)),
               "ks_p": float(kstest(pvals, "uniform").pvalue),
-              "warp_at_bound": bool(adata.uns["calibration"]["warp_at_bound"])}
+              "warp_at_bound": warp_at_bound}
     if "true_program" not in adata.var:  # the random-walk generator's genes carry no truth of their own
         return {**shared, "power_expressed": np.nan, "power_all": np.nan, "auroc": np.nan}
     fates = adata.var["true_program"].eq("branch") & ~adata.var["true_branch"].isin(["", "branch_0"])
@@ -77,6 +88,38 @@ def calibration(adata, names, method: str, registration: str, *, fork: int, test
             "power_expressed": float(np.mean(adata.var.loc[expressed, "calibration_qval"].to_numpy() < 0.05)),
             "power_all": float(np.mean(branch_q < 0.05)),
             "auroc": float(roc_auc_score(np.r_[np.ones(branch_p.size), np.zeros(pvals.size)], -np.r_[branch_p, pvals]))}
+
+
+def oracle(adata, names) -> dict:
+    """The core test handed the truth (true time, the generator's trunk/branch split, no registration):
+    the same figures as :func:`calibration`, once per tree."""
+    from scskeleton._core.stats.branches import branch_test
+
+    labels = adata.obs["true_branch"].astype(str).to_numpy()
+    levels = sorted(set(labels))  # branch_0 (the trunk), branch_1, branch_2
+    result = branch_test(adata.X, np.arange(adata.n_obs), adata.obs["true_pseudotime"].to_numpy(),
+                         np.searchsorted(levels, labels), registration="none")
+    adata.var["calibration_pval"], adata.var["calibration_qval"] = result.pvals, result.qvals
+    return _figures(adata, names, warp_at_bound=False)
+
+
+def isotonic_pace(adata, method: str, fork: int):
+    """A copy of ``adata`` whose pseudotime, on each of the fork's trunk and branches, is mapped onto
+    the true time by isotonic regression (the learned order of the cells, the true pace)."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from scskeleton.tl._trends import _fork_cells
+
+    cells = _fork_cells(adata, method, fork)
+    learned = adata.obs[f"{method}_pseudotime"].to_numpy(dtype=float)
+    true = adata.obs["true_pseudotime"].to_numpy(dtype=float)
+    mapped = learned.copy()
+    for group in np.unique(cells.group[cells.rows]):
+        members = cells.rows[cells.group[cells.rows] == group]
+        mapped[members] = IsotonicRegression().fit(learned[members], true[members]).predict(learned[members])
+    copy = adata.copy()
+    copy.obs[f"{method}_pseudotime"] = mapped
+    return copy
 
 
 def prepared(args, seed: int, method: str):
@@ -111,7 +154,13 @@ def main() -> None:
                              "(appended before the PCA, marked highly variable)")
     parser.add_argument("--true-time", action="store_true",
                         help="also test on the true time with the learner's trunk/branch split")
+    parser.add_argument("--isotonic", action="store_true",
+                        help="also test on the learned order of the cells on the true pace (isotonic map)")
+    parser.add_argument("--oracle", action="store_true",
+                        help="two-fate simulate_trajectory: also test on the true time with the true split")
     args = parser.parse_args()
+    if args.oracle and (args.generator != "simulate_trajectory" or args.fates != 2):
+        parser.error("--oracle needs the two-fate simulate_trajectory generator (one true fork)")
     sc.settings.verbosity = 0
     warnings.filterwarnings("ignore")
     rows = []
@@ -133,7 +182,13 @@ def main() -> None:
                 truth = adata.copy()
                 truth.obs[f"{method}_pseudotime"] = truth.obs["true_pseudotime"].to_numpy()
                 runs["true, learned split"] = (truth, "none")
+            if args.oracle:
+                rows.append({"method": method, "seed": seed, "spearman": round(order, 3), "time": "true, true split",
+                             **oracle(adata.copy(), names)})
+                print(json.dumps(rows[-1]), flush=True)
             for fork in forks:
+                if args.isotonic:
+                    runs["learned order, true pace"] = (isotonic_pace(adata, method, fork), "none")
                 for label, (data, registration) in runs.items():
                     row = {"method": method, "seed": seed, "fork": fork, "spearman": round(order, 3), "time": label,
                            **calibration(data, names, method, registration, fork=fork, test=args.test)}
@@ -143,7 +198,8 @@ def main() -> None:
           "| power, expressed fate genes | power, all fate genes | AUROC, expressed |")
     print("|---|---|---|---:|---|---:|---:|---:|---:|")
     for method in args.methods:
-        for label in ("learned, both axes", "learned, registered", "learned, unregistered", "true, learned split"):
+        for label in ("learned, both axes", "learned, registered", "learned, unregistered",
+                      "learned order, true pace", "true, learned split", "true, true split"):
             group = [r for r in rows if r["method"] == method and r.get("time") == label]
             if not group:
                 continue
