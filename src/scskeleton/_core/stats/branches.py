@@ -136,6 +136,9 @@ TERMINAL_MIN_SLOPE = 0.1
 MIN_KEPT_OVERLAP = 0.5
 #: A warp whose overlap is within this of MIN_KEPT_OVERLAP lies at that bound (:func:`_pressed_against_bounds`).
 OVERLAP_MARGIN = 0.05
+#: Relative differences below this are rounding, not a preference: the warp search's choices and slope
+#: bounds hold up to it, so that its path is the same with every build of numpy and the BLAS (:func:`_least`).
+TIE_TOLERANCE = 1e-9
 #: A gene counts as shared under a warp below this quantile of the null's improvement.
 SHARED_QUANTILE = 0.99
 #: The final choice of warp takes out of each gene what the branch and shared curves' smoothing alone
@@ -432,7 +435,7 @@ def fit_branch_warps(
     candidates = [equal_reach**share for share in np.linspace(0.0, 1.0, STRETCH_STEPS)]
     candidates = [identity.replace(slopes=np.repeat((c / np.exp(np.log(c).mean()))[:, None], n_pieces, axis=1))
                   for c in candidates]
-    stretched = min(candidates, key=loss)
+    stretched = _least(candidates, loss)
     # then each branch's shift, overall pace and each piece's slope in turn, in rounds: a fork
     # placed inside one branch starts the other's time late or early by a constant, and a learned
     # tree's speed along a branch changes along it, neither of which one stretch about the fork removes
@@ -451,7 +454,7 @@ def fit_branch_warps(
             slopes[branches, pieces] *= step
             if _allowed_slopes(slopes[branches], slowing[branches]):
                 trials.append(warp.replace(slopes=slopes))
-        return min(trials, key=criterion)
+        return _least(trials, criterion)
 
     def refine(warp: BranchWarp, criterion=loss) -> BranchWarp:
         # the whole branch, then each piece; the alignment's many short pieces (one per bin) only as
@@ -464,7 +467,7 @@ def fit_branch_warps(
                     shifts = warp.shifts.copy()
                     shifts[b] = step
                     trials.append(warp.replace(shifts=shifts))
-                warp = min(trials, key=criterion)
+                warp = _least(trials, criterion)
                 for piece in pieces:
                     warp = rescaled(warp, b, piece, criterion)
         return warp
@@ -477,12 +480,12 @@ def fit_branch_warps(
     slopes = np.asarray([row if _allowed_slopes(row, slowing) else np.clip(row, *SLOPE_RANGE)
                          for row, slowing in zip(np.clip(slopes, TERMINAL_MIN_SLOPE, SLOPE_RANGE[1]), may_slow)])
     started = identity.replace(slopes=slopes, shifts=paced[:, 0] - fork)
-    searched = min((refine(stretched), refine(started), aligned), key=loss)
+    searched = _least((refine(stretched), refine(started), aligned), loss)
     # the search's criterion finds the region cheaply; the exact one has the last word (docstring)
     # and the choice between no warp, the search's and the refined one is made without the smoothing
     # bias (docstring)
-    chosen = min((identity, balanced(searched), balanced(refine(searched, mismatch))),
-                 key=functools.partial(unbounded_mismatch, smoothing_removed=True))
+    chosen = _least((identity, balanced(searched), balanced(refine(searched, mismatch))),
+                    functools.partial(unbounded_mismatch, smoothing_removed=True))
     if _pressed_against_bounds(chosen, lambda warp: unbounded_mismatch(balanced(warp)), max_relative_stretch):
         return dataclasses.replace(chosen, at_bound=True)
     return chosen
@@ -521,6 +524,23 @@ def branch_overlap(warp: BranchWarp) -> float:
         shorter = min(spans[b, 1] - spans[b, 0], hull[1] - hull[0])
         shares.append(1.0 if shorter <= 0 else float(np.clip(common / shorter, 0.0, 1.0)))
     return min(shares)
+
+
+def _least(candidates, criterion):
+    """The first of ``candidates`` whose ``criterion`` is within :data:`TIE_TOLERANCE` of the least.
+
+    ``min`` would take whichever of two (nearly) tied candidates rounding favours, and rounding moves
+    with numpy's and the BLAS's builds: the search then followed another path on another machine and
+    the tests' p-values moved with it. A candidate replaces an earlier one only where it is better by
+    more than rounding can make it.
+    """
+    candidates = list(candidates)
+    values = np.array([criterion(candidate) for candidate in candidates], dtype=float)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return candidates[0]
+    least = values[finite].min()
+    return candidates[int(np.flatnonzero(values <= least + TIE_TOLERANCE * abs(least))[0])]
 
 
 def _remembered(criterion):
@@ -572,10 +592,13 @@ def _allowed_slopes(slopes: np.ndarray, may_slow: np.ndarray) -> bool:
     branch stops half way).
     """
     slopes = np.atleast_1d(slopes)
-    if not np.all((TERMINAL_MIN_SLOPE <= slopes) & (slopes <= SLOPE_RANGE[1])):
+    # the bounds and the comparison of pieces hold up to rounding: slopes reached by scaling are often
+    # exactly at a bound or equal to a neighbour's, and the last bit of exp/log differs between builds
+    slack = 1.0 + TIE_TOLERANCE
+    if not np.all((TERMINAL_MIN_SLOPE <= slopes * slack) & (slopes <= SLOPE_RANGE[1] * slack)):
         return False
     later_fastest = np.maximum.accumulate(slopes[::-1])[::-1]  # the fastest piece from each one on
-    return bool(np.all((slopes >= SLOPE_RANGE[0]) | (may_slow & (later_fastest <= slopes))))
+    return bool(np.all((slopes * slack >= SLOPE_RANGE[0]) | (may_slow & (later_fastest <= slopes * slack))))
 
 
 def _aligned_warp(values: np.ndarray, times: np.ndarray, groups: np.ndarray, fork: float, *, n_bins: int) -> BranchWarp:
@@ -654,13 +677,13 @@ def _dtw_targets(cost: np.ndarray, ref_centres: np.ndarray) -> np.ndarray:
     for i in range(n_ref):
         for j in range(n_other):
             if i or j:
-                previous = min(before(i, j), key=pace)
+                previous = _least(before(i, j), pace)
                 total[i, j], steps[i, j] = total[previous] + cost[i, j], steps[previous] + 1
-    i, j = min([(n_ref - 1, j) for j in range(n_other)] + [(i, n_other - 1) for i in range(n_ref)], key=pace)
+    i, j = _least([(n_ref - 1, j) for j in range(n_other)] + [(i, n_other - 1) for i in range(n_ref)], pace)
     matched = [[] for _ in range(n_other)]
     matched[j].append(ref_centres[i])
     while i or j:
-        i, j = min(before(i, j), key=pace)
+        i, j = _least(before(i, j), pace)
         matched[j].append(ref_centres[i])
     # bins past the path's end (the other branch runs on) continue at the reference's last pace
     targets = np.array([np.mean(m) if m else np.nan for m in matched])
