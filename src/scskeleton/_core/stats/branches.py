@@ -102,8 +102,8 @@ SLOPE_STEPS = 13
 #: ... and never outside this range: a branch squeezed into a moment leaves its curve no room
 #: to differ from the shared one, which fits every gene "better" and tests nothing.
 SLOPE_RANGE = (0.5, 2.0)
-#: ... in this many rounds over the branches.
-WARP_ROUNDS = 3
+#: ... in rounds over the branches until a round moves nothing, at most this many.
+MAX_WARP_ROUNDS = 10
 #: Each branch's overall factor stays within this factor of the branches' geometric mean (so two
 #: branches' paces differ at most 1.75² ≈ 3-fold). At the upper fork of PROSSTT-like three-fate trees,
 #: whose genes nearly all part, the search otherwise stretched the branches 0.38 / 2.61 where the
@@ -287,7 +287,7 @@ def fit_branch_warps(
     t − t_f; the registration of tradeSeq's pattern test); a
     dynamic-time-warping alignment of the branches (:func:`_aligned_warp`);
     from the best stretch and from the alignment read at the pieces' breaks,
-    :data:`WARP_ROUNDS` rounds over the branches of each shift (±
+    rounds over the branches (until one moves nothing, at most :data:`MAX_WARP_ROUNDS`) of each shift (±
     :data:`MAX_SHIFT` of the mean reach), the branch's overall pace and each
     of the ``n_pieces`` slopes (default :data:`WARP_PIECES`) in turn; the best of the two refined
     warps and the alignment by the criterion; then the same rounds from there
@@ -460,7 +460,8 @@ def fit_branch_warps(
         # the whole branch, then each piece; the alignment's many short pieces (one per bin) only as
         # a whole: one slope per bin would let the criterion bend the time to each bin's noise
         pieces = [slice(None), *range(n_pieces)] if warp.slopes.shape[1] == n_pieces else [slice(None)]
-        for _ in range(WARP_ROUNDS):
+        for _ in range(MAX_WARP_ROUNDS):
+            start = warp
             for b in range(n_branches):
                 trials = []
                 for step in shift_steps:
@@ -470,6 +471,8 @@ def fit_branch_warps(
                 warp = _least(trials, criterion)
                 for piece in pieces:
                     warp = rescaled(warp, b, piece, criterion)
+            if np.array_equal(warp.slopes, start.slopes) and np.array_equal(warp.shifts, start.shifts):
+                break  # a round that moved nothing: every later round would repeat it
         return warp
 
     aligned = _aligned_warp(values, sub_times, sub_groups, fork, n_bins=ALIGN_BINS)
@@ -1137,16 +1140,20 @@ def _compare_branches(matrix, rows, times, groups, n_branches, *, n_knots, df, c
     rss = sum(fit.rss for fit in fits)
     fstat, approximate = f_test(shared.rss, rss, *moments)
     # the exact null of this F for Gaussian noise around one shared curve, the curve's smoothing
-    # bias included; Satterthwaite's where the saddlepoint is singular
+    # bias included; Satterthwaite's where the saddlepoint is singular, and for genes without
+    # noise within runs of cells (the exact null's σ² is 0: a gene constant within each run)
+    degenerate = stats_.n_varying < MIN_VARYING_CELLS
     exact = np.full(fstat.shape, np.nan)
+    # noise below rounding of the gene's own scale (sd < 1e-12 of its root mean square) is none
+    noisy = ~degenerate & (local_variance > 1e-24 * stats_.sumsq.sum(0) / float(stats_.gram.sum()))
     for genes, mean in _shared_null_means(stats_, basis.penalty, df, local_variance, n_blocks=n_branches + 1):
+        genes, mean = _of_genes(genes, mean, noisy[genes])
         exact[genes] = form_f_pvalues(fstat[genes], *forms, float(stats_.gram.sum()), mean=mean)
     pvals = np.where(np.isnan(exact), approximate, exact)
     # a sparse gene's few non-zero values in a small branch are not Gaussian: its p-value must also
     # pass the count test there (MIN_EXPECTED_CARRIERS; an intersection-union of the two)
     pvals = np.fmax(pvals, sparse_count_pvalues(stats_.n_carriers_by_group, stats_.n_cells,
                                                 np.arange(1, n_branches + 1)))
-    degenerate = stats_.n_varying < MIN_VARYING_CELLS
     fstat, pvals = blank_degenerate(degenerate, fstat, pvals)
     return _Comparison(basis=basis, shared=shared, fits=fits, fstat=fstat, pvals=pvals, counts=counts,
                        degenerate=degenerate, local_variance=local_variance)
@@ -1197,7 +1204,9 @@ def _shared_null_means(stats_, penalty: np.ndarray, df: float, variance: np.ndar
     fits = [penalized_fit(gram, cross, sumsq, penalty, df=level, what="The branches together") for level in levels]
     # the least flexible level that the most flexible one does not beat (its gain in Σ y² against the
     # noise's local variance, a χ² of the edf it adds), so that a gene of gentle course keeps df + 2
-    gain = (np.vstack([fit.rss for fit in fits]) - fits[-1].rss) / np.maximum(variance, np.finfo(float).tiny)
+    # a gene without noise within runs has no σ² to weigh its gain against: its null is not used
+    gain = np.divide(np.vstack([fit.rss for fit in fits]) - fits[-1].rss, variance,
+                     out=np.zeros((len(fits), variance.size)), where=variance > 0)
     edf = np.array([fit.edf[0] for fit in fits])
     added = np.maximum(edf[-1] - edf, np.finfo(float).eps)[:, None]
     beaten = stats.chi2.sf(np.maximum(gain, 0.0), added) < NULL_MEAN_SELECTION_ALPHA
@@ -1212,6 +1221,11 @@ def _shared_null_means(stats_, penalty: np.ndarray, df: float, variance: np.ndar
         noise = np.zeros((n_blocks * n_basis,) * 2)
         noise[-n_basis:, -n_basis:] = inverse @ gram @ inverse
         yield genes, NullMean(coef=stacked, variance=np.maximum(variance[genes], np.finfo(float).tiny), noise=noise)
+
+
+def _of_genes(genes: np.ndarray, mean: NullMean, keep: np.ndarray) -> tuple[np.ndarray, NullMean]:
+    """``genes`` and their :class:`NullMean` restricted to those marked ``keep``."""
+    return genes[keep], NullMean(coef=mean.coef[:, keep], variance=mean.variance[keep], noise=mean.noise)
 
 
 def _curve_weights(groups: np.ndarray, n_branches: int) -> list[np.ndarray]:

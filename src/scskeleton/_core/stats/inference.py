@@ -208,19 +208,26 @@ def chi2_mixture_positive(
     delta = np.zeros_like(w) if noncentrality is None else np.asarray(noncentrality, dtype=float)
     w, w0, delta = w[:, some_positive], w0[some_positive], delta[:, some_positive]
     lowest = np.minimum(w.min(axis=0), w0) if dof > 0 else w.min(axis=0)
-    lo, hi = 0.5 / lowest, 0.5 / w.max(axis=0)
-    lo = np.where(lowest < 0, lo, -1e12)
+    hi = 0.5 / w.max(axis=0)
+    lo = np.full(hi.shape, -1e12)
+    np.divide(0.5, lowest, out=lo, where=lowest < 0)
 
-    def slope(t):  # K'(t)
-        damp = 1.0 - 2.0 * t * w
-        return (w / damp + delta * w / damp**2).sum(axis=0) + dof * w0 / (1.0 - 2.0 * t * w0)
+    def slope(t, columns):  # K'(t) of the genes in ``columns``
+        w_, delta_, w0_ = w[:, columns], delta[:, columns], w0[columns]
+        damp = 1.0 - 2.0 * t * w_
+        return (w_ / damp + delta_ * w_ / damp**2).sum(axis=0) + dof * w0_ / (1.0 - 2.0 * t * w0_)
 
+    bounds = lo, hi  # K' is infinite there: never evaluated, never the saddlepoint
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        rising = slope(mid) > 0
-        hi = np.where(rising, mid, hi)
-        lo = np.where(rising, lo, mid)
+        open_ = (lo < mid) & (mid < hi)  # columns whose bracket has not yet shrunk to adjacent floats
+        if not open_.any():
+            break
+        rising = slope(mid[open_], open_) > 0
+        hi[open_] = np.where(rising, mid[open_], hi[open_])
+        lo[open_] = np.where(rising, lo[open_], mid[open_])
     t = 0.5 * (lo + hi)
+    t = np.where(t <= bounds[0], hi, np.where(t >= bounds[1], lo, t))
     damp = 1.0 - 2.0 * t * w
     cgf = (delta * w * t / damp - 0.5 * np.log1p(-2.0 * t * w)).sum(axis=0) - 0.5 * dof * np.log1p(-2.0 * t * w0)
     curvature = (2.0 * w**2 / damp**2 + 4.0 * delta * w**2 / damp**3).sum(axis=0) \
