@@ -553,10 +553,11 @@ def test_the_fork_test_compares_branches_side_by_side_on_the_counts_own_genes():
 
 
 def test_the_default_holds_the_level_where_the_warp_alone_does_not():
-    """Seed 0 of the second generator: the warp alone flags 11 % of the shared genes (the programs'
-    delays read as pace), the unregistered comparison 4.5 %; the default, which calls a gene only where
-    both do, 4 % (docs/methods/trends.md: 19 of 20 two-fate random-walk forks at most 5 %, against 16)."""
-    adata, names = realistic_with_shared_genes(0, generator="random_walk")
+    """Seed 10 of the second generator: the warp alone flags 19 % of the shared genes (the programs'
+    delays read as pace), the unregistered comparison 19 %; the default, which calls a gene only where
+    every axis does, 5 %. (Since the warp search runs to convergence, the warp alone holds 5 % on the
+    seeds 0–9 this test used before: 0.5–2.5 %.)"""
+    adata, names = realistic_with_shared_genes(10, generator="random_walk")
     assert len(adata.uns["ddrtree"]["branch_points"]) == 1
     assert _flagged(adata, names, "fit") > 0.08
     assert _flagged(adata, names, "both") <= 0.05
@@ -727,10 +728,10 @@ def test_both_axes_follow_a_pace_that_changes_along_a_random_walk():
     """A fourth generator, PHATE's tree of random walks (``_testing.dla_with_genes``, three walks,
     genes on the true time), DDRTree learned on its geometry: smoothing the walks' wiggles, the learned
     tree runs at a pace that changes from step to step along each branch. Unregistered the branch test
-    flags 62 % of the shared genes at this fork, on the five-piece warp 15 %, on the nine-piece warp
-    6 %; the default (``"both"``) gave each gene the larger of its p-values on the five-piece warp and
-    the unregistered axis and flagged 12 % (Kolmogorov–Smirnov p 1e-7). It now compares on both warps
-    beside the unregistered axis: 3 %, KS p 0.11 (docs/methods/trends.md, *Two resolutions*)."""
+    flags 62 % of the shared genes at this fork; the default (``"both"``, both warps beside the
+    unregistered axis) 2 %, KS p 0.40. With the warp search stopped after three rounds this fork gave
+    7 % or 10 % depending on the build of numpy (docs/methods/trends.md, *Converged, and the same on
+    every build*)."""
     adata = dla_with_genes(1)
     sks.tl.ddrtree(adata, use_rep="X_geometry")
     sks.tl.root(adata, KEY, obs_min="true_pseudotime")

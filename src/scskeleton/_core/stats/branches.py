@@ -1223,8 +1223,11 @@ def _shared_null_means(stats_, penalty: np.ndarray, df: float, variance: np.ndar
         yield genes, NullMean(coef=stacked, variance=np.maximum(variance[genes], np.finfo(float).tiny), noise=noise)
 
 
-def _of_genes(genes: np.ndarray, mean: NullMean, keep: np.ndarray) -> tuple[np.ndarray, NullMean]:
-    """``genes`` and their :class:`NullMean` restricted to those marked ``keep``."""
+def _of_genes(genes: np.ndarray, mean: NullMean | None, keep: np.ndarray) -> tuple[np.ndarray, NullMean | None]:
+    """``genes`` and their :class:`NullMean` restricted to those marked ``keep`` (all genes where the
+    null is pure noise, ``mean`` None: its σ² is not read)."""
+    if mean is None:
+        return genes, None
     return genes[keep], NullMean(coef=mean.coef[:, keep], variance=mean.variance[keep], noise=mean.noise)
 
 
