@@ -217,7 +217,7 @@ def chi2_mixture_positive(
         damp = 1.0 - 2.0 * t * w_
         return (w_ / damp + delta_ * w_ / damp**2).sum(axis=0) + dof * w0_ / (1.0 - 2.0 * t * w0_)
 
-    bounds = lo, hi  # K' is infinite there: never evaluated, never the saddlepoint
+    bounds = lo.copy(), hi.copy()  # K' is infinite there: never evaluated, never the saddlepoint
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         open_ = (lo < mid) & (mid < hi)  # columns whose bracket has not yet shrunk to adjacent floats
