@@ -84,7 +84,9 @@ def _iris():
     data, label = load_iris(return_X_y=True)
     d = int(np.searchsorted(np.cumsum(PCA().fit(data).explained_variance_ratio_), 0.95) + 1)
     assert d == 2
-    return anndata.AnnData(obsm={"X_pca": data.astype(float)}), label, d
+    # X of the right height: anndata 0.10.0 cannot size an AnnData from obsm alone
+    adata = anndata.AnnData(np.zeros((len(data), 0)), obsm={"X_pca": data.astype(float)})
+    return adata, label, d
 
 
 def _loo(embedding, label) -> float:

@@ -255,8 +255,11 @@ def _read_lazily(path: Path, *, zarr_input: bool, chunks: int):
     except ImportError as err:
         raise ImportError("--chunks (and a .zarr input) needs dask: pip install 'scskeleton[dask]'") from err
     import anndata
-    from anndata.experimental import read_elem_lazy
+    import anndata.experimental
     from anndata.io import read_elem
+
+    # anndata 0.12 renamed 0.11's read_elem_as_dask; both take the same element and chunks
+    read_elem_lazy = getattr(anndata.experimental, "read_elem_lazy", None) or anndata.experimental.read_elem_as_dask
 
     if zarr_input:
         import zarr

@@ -44,8 +44,10 @@ def minimum_spanning_tree(nodes: np.ndarray) -> sparse.csr_matrix:
 def symmetrize(adjacency: sparse.spmatrix) -> sparse.csr_matrix:
     """Symmetric CSR with the larger of (i, j) and (j, i) on each edge."""
     adjacency = sparse.csr_matrix(adjacency)
-    sym = adjacency.maximum(adjacency.T).tocsr()
-    sym.setdiag(0)
+    sym = adjacency.maximum(adjacency.T).tocoo()
+    # off the diagonal by a mask: setdiag(0) inserts explicit zeros first (a structure change)
+    off = sym.row != sym.col
+    sym = sparse.csr_matrix((sym.data[off], (sym.row[off], sym.col[off])), shape=sym.shape)
     sym.eliminate_zeros()
     sym.sort_indices()
     return sym

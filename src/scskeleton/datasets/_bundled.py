@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import pandas as pd
 from anndata import AnnData
 
 
@@ -12,8 +13,10 @@ def krumsiek11() -> AnnData:
 
     Shipped with scanpy. A progenitor state forks into erythrocyte/megakaryocyte
     and monocyte/neutrophil lineages; ``obs["cell_type"]`` holds the labels.
-    Cell names are made unique, and the integer keys of ``uns["highlights"]``
-    become strings so the object can be written to .h5ad.
+    Cell names are made unique, the integer keys of ``uns["highlights"]``
+    become strings and the labels plain strings, so the object can be written
+    to .h5ad (anndata refuses pandas' nullable strings unless pandas is 3 or
+    newer).
     """
     import scanpy as sc
 
@@ -23,6 +26,8 @@ def krumsiek11() -> AnnData:
     adata.obs_names_make_unique()
     if "highlights" in adata.uns:
         adata.uns["highlights"] = {str(k): v for k, v in adata.uns["highlights"].items()}
+    labels = adata.obs["cell_type"]
+    adata.obs["cell_type"] = pd.Categorical(labels.astype(object), categories=list(labels.cat.categories))
     return adata
 
 

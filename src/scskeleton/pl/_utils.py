@@ -360,7 +360,6 @@ def scatter_cells(
 
     coordinates = np.asarray(coordinates, dtype=float)
     order = None  # the order cells are drawn in, when not obs order
-    stand_in = AnnData(obs=pd.DataFrame(index=adata.obs_names.copy()))
     values = None
     if color is not None:
         values = obs_values(adata, color, **lookup)
@@ -370,8 +369,9 @@ def scatter_cells(
             names = category_names(adata, color, list(values.cat.categories))
             if names != [str(c) for c in values.cat.categories]:
                 values = values.cat.rename_categories(names)
+    # built in drawing order, not subset from one in obs order: a view's copy re-indexes its empty var
+    stand_in = AnnData(obs=pd.DataFrame(index=adata.obs_names[order] if order is not None else adata.obs_names.copy()))
     if order is not None:
-        stand_in = stand_in[order].copy()
         for name in ("size", "mask_obs"):  # per-cell arrays follow the cells
             per_cell = kwargs.get(name)
             if per_cell is not None and not isinstance(per_cell, str | int | float) and np.ndim(per_cell) == 1 \
