@@ -506,6 +506,32 @@ def test_dla_tree_pseudotime_in_50_dimensions():
     assert adata.uns["ddrtree"]["params"]["n_components"] > 2  # chosen from the data
 
 
+def test_a_root_cell_a_stub_short_of_the_tip_roots_at_the_tip_and_a_fork_cell_warns(scanpy_log):
+    """The earliest cells often sit at the node before the tip (the tree reaches a node past them):
+    the root moves to the tip, with a note in the log. A root cell at a fork is truly inside: a warning."""
+    adata = sks.datasets.branching(1000, n_leaves=3, random_state=0)
+    sc.pp.pca(adata, n_comps=10)
+    sc.settings.verbosity = 3  # the move is logged at info level
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(adata)
+        sks.tl.root(adata, method, obs_min="true_pseudotime")
+        entry = adata.uns[method]
+        tip = int(entry["root"])
+        neighbour = int(entry["adjacency"][tip].indices[0])
+        assignment = adata.obsm[f"{method}_assignment"]
+        dense = assignment.toarray() if sparse.issparse(assignment) else np.asarray(assignment)
+        held = np.flatnonzero(dense.argmax(axis=1) == neighbour)  # cells whose node is the one before the tip
+        start = len(scanpy_log.getvalue())
+        sks.tl.root(adata, method, cell=int(held[np.argmax(dense[held, neighbour])]))
+        assert int(adata.uns[method]["root"]) == tip, method
+        assert "moved from node" in scanpy_log.getvalue()[start:] and "not a tip" not in scanpy_log.getvalue()[start:]
+        sks.tl.pseudotime(adata, method)
+        fork = int(adata.uns[method]["branch_points"][0])
+        start = len(scanpy_log.getvalue())
+        sks.tl.root(adata, method, cell=int(np.argmax(dense[:, fork])))
+        assert "not a tip" in scanpy_log.getvalue()[start:], method
+
+
 def test_root_inside_the_tree_warns_and_names_the_nearest_tip(scanpy_log):
     adata = sks.datasets.toy_tree(random_state=0)
     sks.tl.rpg(adata)
@@ -722,6 +748,32 @@ def test_a_tree_fitted_on_hundreds_of_genes_warns(scanpy_log):
     for method in ("ddrtree", "rpg"):
         getattr(sks.tl, method)(genes, use_rep="X")
     assert scanpy_log.getvalue().count(f"reads {genes.n_vars} columns of adata.X") == 2
+
+
+# --- raw counts: the components follow sequencing depth ----------------------------------
+
+
+def test_trees_on_components_of_raw_counts_warn_and_normalised_ones_do_not(scanpy_log):
+    """sc.pp.pca straight on counts is a common first step; both learners say to normalise first, and only then."""
+    counts = sks.datasets.simulate_trajectory(400, n_fates=2, random_state=0)
+    raw = counts.copy()
+    sc.pp.pca(raw, n_comps=20)
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(raw)
+    assert scanpy_log.getvalue().count("adata.X holds whole numbers, as raw counts do") == 2
+    # the counts kept in a layer and the components of their log-normalised values: no warning
+    counts.layers["counts"] = counts.X.copy()
+    sc.pp.normalize_total(counts)
+    sc.pp.log1p(counts)
+    sc.pp.pca(counts, n_comps=20)
+    normalised = scanpy_log.getvalue()
+    sks.tl.ddrtree(counts)
+    sks.tl.rpg(counts)
+    assert "raw counts" not in scanpy_log.getvalue()[len(normalised):]
+    # the components of the counts layer itself: the same warning, naming the layer
+    sc.pp.pca(counts, n_comps=20, layer="counts")
+    sks.tl.rpg(counts)
+    assert "adata.layers['counts'] holds whole numbers" in scanpy_log.getvalue()
 
 
 # --- genes scaled before PCA: measured as a known limit, so the user is told -------------

@@ -12,7 +12,14 @@ from scanpy import logging as logg
 from scipy import sparse
 
 from .._core.graphs import graph_edges
-from .._core.validation import as_float_matrix, check_cells_differ, check_integer, looks_scaled
+from .._core.validation import (
+    COUNT_CHECK_CELLS,
+    as_float_matrix,
+    check_cells_differ,
+    check_integer,
+    looks_like_counts,
+    looks_scaled,
+)
 from .._dask import is_dask
 
 
@@ -34,6 +41,48 @@ def choose_representation(adata: AnnData, use_rep: str | None) -> str:
 SCALED_SAMPLE_CELLS = 2000
 
 
+def representation_source(adata: AnnData, use_rep: str):
+    """``(matrix, genes, name)``: the expression ``use_rep`` was computed from, for ``"X"`` and
+    ``"X_pca"`` — ``adata.X``, or the layer and genes scanpy's PCA recorded it read
+    (``uns["pca"]["params"]``: ``layer``, ``mask_var``); ``genes`` indexes columns."""
+    matrix, genes, name = adata.X, slice(None), "adata.X"
+    params = adata.uns.get("pca", {}).get("params", {}) if use_rep == "X_pca" else {}
+    if isinstance(params, Mapping):
+        layer, mask = params.get("layer"), params.get("mask_var")
+        if isinstance(layer, str) and layer in adata.layers:
+            matrix, name = adata.layers[layer], f"adata.layers[{layer!r}]"
+        if isinstance(mask, str) and mask in adata.var:
+            genes = adata.var[mask].to_numpy(dtype=bool)
+    return matrix, genes, name
+
+
+def warn_if_counts(adata: AnnData, use_rep: str, method: str) -> bool:
+    """Warn when a tree is about to be fitted on raw counts or on their principal components.
+
+    For ``"X_pca"`` the PCA must be scanpy's (``uns["pca"]``) and its source
+    (:func:`representation_source`) hold non-negative integers on its first
+    :data:`~scskeleton._core.validation.COUNT_CHECK_CELLS` cells
+    (:func:`~scskeleton._core.validation.looks_like_counts`); for ``"X"`` the
+    same check on ``adata.X``. The leading components of unnormalised counts
+    follow each cell's sequencing depth more than its state. Returns whether
+    it warned.
+    """
+    if use_rep not in ("X", "X_pca") or (use_rep == "X_pca" and "pca" not in adata.uns):
+        return False
+    matrix, genes, name = representation_source(adata, use_rep)
+    if not (isinstance(matrix, np.ndarray) or sparse.issparse(matrix)):
+        return False  # a lazy matrix is not read for a warning
+    if not looks_like_counts(sparse.csr_matrix(matrix[:COUNT_CHECK_CELLS])[:, genes]):
+        return False
+    read = "the principal components of " if use_rep == "X_pca" else ""
+    logg.warning(
+        f"{name} holds whole numbers, as raw counts do, and {method} is fitted on {read}them: without "
+        "normalisation the tree follows each cell's sequencing depth more than its state. Normalise first: "
+        "sc.pp.normalize_total(adata); sc.pp.log1p(adata); sc.pp.pca(adata)."
+    )
+    return True
+
+
 def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     """Warn when a tree is about to be fitted on genes scaled to unit variance (``sc.pp.scale``).
 
@@ -48,14 +97,7 @@ def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     """
     if use_rep not in ("X", "X_pca"):
         return False
-    matrix, genes, name = adata.X, slice(None), "adata.X"
-    params = adata.uns.get("pca", {}).get("params", {}) if use_rep == "X_pca" else {}
-    if isinstance(params, Mapping):
-        layer, mask = params.get("layer"), params.get("mask_var")
-        if isinstance(layer, str) and layer in adata.layers:
-            matrix, name = adata.layers[layer], f"adata.layers[{layer!r}]"
-        if isinstance(mask, str) and mask in adata.var:
-            genes = adata.var[mask].to_numpy(dtype=bool)
+    matrix, genes, name = representation_source(adata, use_rep)
     if not isinstance(matrix, np.ndarray):
         return False
     step = max(1, -(-adata.n_obs // SCALED_SAMPLE_CELLS))

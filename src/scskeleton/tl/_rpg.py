@@ -11,6 +11,7 @@ from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from .._dask import is_dask
 from ._inputs import (
     check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes,
+    warn_if_counts,
     warn_if_scaled,
 )
 from ._progress import solver_run
@@ -295,6 +296,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     random_state = check_random_state(random_state)
     use_rep = choose_representation(adata, use_rep)
     data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
+    warn_if_counts(adata, use_rep, "RPG")
     warn_if_scaled(adata, use_rep, "RPG")
     warn_if_diffusion_map(adata, use_rep, "RPG")
     warn_if_genes(use_rep, data.shape[1], "RPG")

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 import pandas as pd
 import scanpy as sc
+from scipy import sparse
 from anndata import AnnData
 from scanpy import logging as logg
 
@@ -146,13 +147,14 @@ def root(
             [core.root_node(graph.adjacency, graph.nodes, mass, total_mass) for mass in group_masses],
             several=several,
         )
+        chosen = core.check_roots(graph.adjacency, _settle_on_stubs(adata, key, graph, chosen), several=several)
         _warn_inner_roots(graph, chosen, reason=f"the cells of group={group!r} reach no tip")
     else:
         assignment = cell_assignment(adata, key)
         cells = _select_cells(adata, how, value)
         group_mass = column_sums(assignment, cells)
         if how == "cell":
-            chosen = np.array([group_mass.argmax()])
+            chosen = _settle_on_stubs(adata, key, graph, np.array([group_mass.argmax()]))
             _warn_inner_roots(graph, chosen, reason=f"cell {value!r} sits there")
         else:
             total_mass = column_sums(assignment)
@@ -160,6 +162,7 @@ def root(
                 chosen = core.root_nodes_per_component(graph.adjacency, graph.nodes, group_mass, total_mass)
             else:
                 chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
+            chosen = core.check_roots(graph.adjacency, _settle_on_stubs(adata, key, graph, chosen), several=True)
             _warn_inner_roots(graph, chosen, reason=f"the cells of {how}={value!r} reach no tip")
     adata = adata.copy() if copy else adata
     # a single root stays a plain int, as before; several are stored as an int array (h5ad-safe)
@@ -176,10 +179,62 @@ def _warn_inner_roots(graph: StoredGraph, roots: np.ndarray, *, reason: str) -> 
         if leaf is None:  # a cycle: any node is as good a start as another
             continue
         logg.warning(
-            f"The root of {graph.key!r}, node {int(node)} ({reason}), is not a tip of the graph, so "
-            f"pseudotime will increase in both directions from it. The nearest tip is node {leaf}: "
-            f"sks.tl.root(adata, {graph.key!r}, node={leaf})."
+            f"The root of {graph.key!r} is node {int(node)} ({reason}): not a tip of the graph, so "
+            f"pseudotime will increase in both directions from it. If the trajectory starts at the nearest tip, "
+            f"node {leaf}, root there: sks.tl.root(adata, {graph.key!r}, node={leaf})."
         )
+
+
+def _settle_on_stubs(adata: AnnData, key: str, graph: StoredGraph, roots: np.ndarray) -> np.ndarray:
+    """Move each root that is not a leaf to a tip just past it when only short stubs leave it.
+
+    Spanning trees over noisy nodes often reach a node or two past the
+    earliest cells, so the node that holds them is not the tip. Of the
+    stretches leaving a root (:func:`~scskeleton._core.trees.trajectory.arms`),
+    a *stub* ends in a leaf, passes no branch point and is at most
+    :data:`~scskeleton._core.trees.trajectory.STUB_WIDTHS` noise widths long,
+    the width read from the cells on it along it
+    (:func:`~scskeleton._core.trees.trajectory.stub_width`). When all
+    stretches but one are stubs, the trajectory starts here: the root moves
+    to the nearest stub's tip, and the move is logged. A root with two or more
+    longer stretches (at a fork, or inside a branch) stays, and is warned about.
+    """
+    degree = degrees(graph.adjacency)
+    settled = roots.copy()
+    for position, node in enumerate(roots):
+        if degree[node] <= 1:
+            continue
+        stubs, others = [], 0
+        for arm in core.arms(graph.adjacency, int(node)):
+            length = core.stub_length(graph.nodes, arm)
+            if degree[arm[-1]] == 1 and length <= core.STUB_WIDTHS * _stretch_width(adata, key, graph, arm):
+                stubs.append((length, int(arm[-1])))
+            else:
+                others += 1
+        if stubs and others <= 1:
+            length, tip = min(stubs)
+            settled[position] = tip
+            logg.info(
+                f"root of {key!r} moved from node {int(node)} to the tip {tip} just past it "
+                f"({length:.3g} away, within {core.STUB_WIDTHS:g} noise widths of the cells there)"
+            )
+    return settled
+
+
+def _stretch_width(adata: AnnData, key: str, graph: StoredGraph, path: np.ndarray) -> float:
+    """The cells' noise width along a node path (:func:`~scskeleton._core.trees.trajectory.stub_width`),
+    read from the cells with assignment mass on it."""
+    weights = cell_assignment(adata, key)[:, path]
+    if is_dask(weights):
+        weights = weights.compute()
+    weights = weights.toarray() if sparse.issparse(weights) else np.asarray(weights, dtype=float)
+    cells = np.flatnonzero(weights.sum(axis=1) > 0)
+    if not cells.size:
+        return 0.0
+    points = cell_coordinates(adata, graph)[cells]
+    if is_dask(points):
+        points = points.compute()
+    return core.stub_width(np.asarray(points, dtype=float), weights[cells], graph.nodes, path)
 
 
 def _node_indices(adata: AnnData, key: str, node, n_nodes: int) -> np.ndarray:

@@ -439,6 +439,50 @@ def nearest_leaf(adjacency: sparse.spmatrix, nodes: np.ndarray, node: int) -> in
     return int(leaves[np.argmin(distance)])
 
 
+#: A root stub may reach this many noise widths past the root's node: the cells at the end of a
+#: trajectory spread about ±2 widths along it, so a tip that far out still lies among them.
+STUB_WIDTHS = 2.0
+
+
+def arms(adjacency: sparse.spmatrix, node: int) -> list[np.ndarray]:
+    """The stretches leaving ``node``: for each neighbour, the node path from ``node`` through it up to
+    the first leaf or node of degree ≥ 3 (included), or back to ``node`` around a cycle."""
+    adjacency = sparse.csr_matrix(adjacency)
+    degree = degrees(adjacency)
+    found = []
+    for first in adjacency.indices[adjacency.indptr[node]: adjacency.indptr[node + 1]]:
+        path, previous, here = [int(node), int(first)], int(node), int(first)
+        while degree[here] == 2 and here != node:
+            ahead = [n for n in adjacency.indices[adjacency.indptr[here]: adjacency.indptr[here + 1]] if n != previous]
+            previous, here = here, int(ahead[0])
+            path.append(here)
+        found.append(np.asarray(path, dtype=np.intp))
+    return found
+
+
+def stub_width(points: np.ndarray, weights: np.ndarray, nodes: np.ndarray, path: np.ndarray) -> float:
+    """Noise width of the cells around a stretch ``path``, along the stretch.
+
+    ``points`` are cells and ``weights[i, j]`` the assignment of cell i to
+    node ``path[j]``. The width is the assignment-weighted root mean square of
+    the cells' offsets from their nodes, projected on the unit vector from the
+    stretch's first node to its last: how far the cells there spread along the
+    direction the stub points. 0 when the stretch has no length or no cells.
+    """
+    direction = nodes[path[-1]] - nodes[path[0]]
+    norm = float(np.linalg.norm(direction))
+    total = float(weights.sum())
+    if norm <= 0 or total <= 0:
+        return 0.0
+    along = (points @ direction)[:, None] / norm - (nodes[path] @ direction)[None, :] / norm
+    return float(np.sqrt(np.sum(weights * along ** 2) / total))
+
+
+def stub_length(nodes: np.ndarray, path: np.ndarray) -> float:
+    """Length of a node path along its edges."""
+    return float(np.linalg.norm(np.diff(nodes[path], axis=0), axis=1).sum())
+
+
 def check_roots(adjacency: sparse.spmatrix, roots, *, several: bool = False) -> np.ndarray:
     """Validate roots: distinct nodes and, unless ``several``, at most one root per connected component."""
     roots = np.atleast_1d(np.asarray(roots, dtype=np.intp))
