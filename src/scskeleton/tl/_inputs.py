@@ -410,10 +410,7 @@ def neighbors_edges(adata: AnnData, neighbors_key: str | None, *, n_neighbors: i
     """The candidate edges (E × 2, i < j) a cell-level learner reuses from ``sc.pp.neighbors``, or ``None``
     (``neighbors_key=None``) for the learner to build its own kNN graph.
 
-    Read as scanpy reads it: ``adata.uns[neighbors_key]`` names the ``obsp``
-    matrices in ``distances_key`` / ``connectivities_key`` (for ``"neighbors"``
-    they default to ``"distances"`` / ``"connectivities"``; graphs of old
-    scanpy versions, stored in the ``uns`` entry itself, are read too). The
+    The graph is read by :func:`stored_neighbors`. The
     edges are the stored entries of the distances, each cell's nearest
     neighbours, in either direction (the connectivities' when no distances are
     stored): the symmetrised kNN graph the learner would build.
@@ -434,6 +431,24 @@ def neighbors_edges(adata: AnnData, neighbors_key: str | None, *, n_neighbors: i
             f"{n_landmarks:,} k-means landmarks here (n_landmarks, or more cells than its exact limit), which get "
             "a kNN graph of their own. Leave neighbors_key=None, or fit the exact method on fewer cells."
         )
+    graph, where = stored_neighbors(adata, neighbors_key)
+    edges = graph_edges(graph)
+    if edges.shape[0] == 0:
+        raise ValueError(f"{where} holds no edge between two cells; rerun sc.pp.neighbors on this AnnData.")
+    return edges
+
+
+def stored_neighbors(adata: AnnData, neighbors_key: str, *, fields=("distances", "connectivities")):
+    """The first of ``fields`` that ``sc.pp.neighbors`` stored under ``neighbors_key``, and where it is.
+
+    Read as scanpy reads it: ``adata.uns[neighbors_key]`` names the ``obsp``
+    matrices in ``distances_key`` / ``connectivities_key`` (for ``"neighbors"``
+    they default to ``"distances"`` / ``"connectivities"``; graphs of old
+    scanpy versions, stored in the ``uns`` entry itself, are read too).
+    ``KeyError`` when none is there, ``ValueError`` when it is over other cells.
+    """
+    if not isinstance(neighbors_key, str):
+        raise ValueError(f"neighbors_key must be a key of adata.uns written by sc.pp.neighbors; got {neighbors_key!r}.")
     entry = adata.uns.get(neighbors_key)
     hint = "sc.pp.neighbors(adata)" if neighbors_key == "neighbors" else \
         f"sc.pp.neighbors(adata, key_added={neighbors_key!r})"
@@ -442,8 +457,8 @@ def neighbors_edges(adata: AnnData, neighbors_key: str | None, *, n_neighbors: i
                        f"or pass the key_added you used. Keys in .uns: {sorted(map(str, adata.uns))}.")
     default = neighbors_key == "neighbors"
     graph, where = None, None
-    for field, fallback in (("distances", "distances"), ("connectivities", "connectivities")):
-        name = entry.get(f"{field}_key", fallback if default else None)
+    for field in fields:
+        name = entry.get(f"{field}_key", field if default else None)
         if name is not None and name in adata.obsp:
             graph, where = adata.obsp[name], f"adata.obsp[{name!r}]"
             break
@@ -451,12 +466,9 @@ def neighbors_edges(adata: AnnData, neighbors_key: str | None, *, n_neighbors: i
             graph, where = entry[field], f"adata.uns[{neighbors_key!r}][{field!r}]"
             break
     if graph is None:
-        raise KeyError(f"adata.uns[{neighbors_key!r}] names no distances or connectivities in adata.obsp; "
+        raise KeyError(f"adata.uns[{neighbors_key!r}] names no {' or '.join(fields)} in adata.obsp; "
                        f"rerun {hint}.")
     if graph.shape != (adata.n_obs, adata.n_obs):
         raise ValueError(f"{where} has shape {graph.shape}, but adata has {adata.n_obs} cells: the graph was "
                          f"computed on other cells (a subset?). Rerun {hint} on this AnnData.")
-    edges = graph_edges(graph)
-    if edges.shape[0] == 0:
-        raise ValueError(f"{where} holds no edge between two cells; rerun {hint}.")
-    return edges
+    return graph, where

@@ -12,6 +12,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.trees import trajectory as core
+from .._core.trees.cell_order import segment_geodesic
 from .._core.graphs import degrees
 from .._core.validation import check_integer
 from .._dask import is_dask
@@ -29,7 +30,7 @@ from .._schema import (
     segment_key,
 )
 from ._fates import clear_fates
-from ._inputs import check_unique_obs_names
+from ._inputs import check_unique_obs_names, stored_neighbors
 from ._milestones import default_names, milestone_entry, milestone_order, resolve_node
 from ._results import update_entry
 
@@ -255,6 +256,8 @@ def pseudotime(
     *,
     min_branch_nodes: int | None = None,
     min_support: float = 0.0,
+    order: str = "tree",
+    neighbors_key: str = "neighbors",
     copy: bool = False,
 ) -> AnnData | None:
     """Geodesic pseudotime, branch points, leaves and segments of a stored graph.
@@ -291,6 +294,21 @@ def pseudotime(
     min_support
         Terminal branches whose leaf has bootstrap support below this
         (``tl.branch_support``) are pruned the same way. Default 0 keeps all.
+    order
+        How cells are ordered. ``"tree"``: the geodesic along the graph to
+        each cell's projection (above). ``"cells"``: the shortest path from the
+        root over the cells' own kNN graph (``sc.pp.neighbors``, computed on the
+        representation the tree was learned in), stepping only between cells
+        on the same or adjacent segments
+        (:mod:`~scskeleton._core.trees.cell_order`); its sources are, per root,
+        the cell the tree places nearest it. On noisy counts, where each
+        cell's nearest node is set as much by the noise as by its stage, many
+        short steps between neighbours average the noise out, as diffusion
+        pseudotime does; the topology, segments and milestones stay the
+        tree's. Not for chunked (dask) fits.
+    neighbors_key
+        With ``order="cells"``: the ``sc.pp.neighbors`` result whose
+        ``distances`` are the steps.
     copy
         Return a copy instead of writing to ``adata``.
 
@@ -299,7 +317,8 @@ def pseudotime(
     ``None``, or the modified copy when ``copy=True``. Sets the following fields:
 
     ``adata.obs[f"{key}_pseudotime"]``
-        Geodesic distance from the (nearest) root, in the units of the nodes' space.
+        Geodesic distance from the (nearest) root, in the units of the nodes'
+        space (``order="cells"``: of the neighbour graph's representation).
     ``adata.obs[f"{key}_segment"]``
         Categorical segment id of each cell (``"0"`` starts at the root).
     ``adata.obs[f"{key}_milestone"]``
@@ -314,20 +333,28 @@ def pseudotime(
         (``"root → fork 1"``, one per segment id, in the order of the ids).
         Segment ids stay ``"0"``, ``"1"``, … so that results keyed by them
         (``tl.branch_test``, ``tl.association_test``) survive a renaming.
-    ``adata.uns[key]["min_branch_nodes"]``
-        The pruning threshold used.
+    ``adata.uns[key]["min_branch_nodes"]``, ``["pseudotime_order"]``
+        The pruning threshold and the ``order`` used.
 
     Fate probabilities of an earlier ``tl.fate_probabilities`` run refer to
     the old topology and are removed.
     """
     key = resolve_key(adata, key)
     graph = rooted_graph(adata, key)
+    if order not in ("tree", "cells"):
+        raise ValueError(f"order must be 'tree' or 'cells'; got {order!r}.")
+    distances = stored_neighbors(adata, neighbors_key, fields=("distances",))[0] if order == "cells" else None
     if min_branch_nodes is None:
         min_branch_nodes = 0 if adata.uns[key].get("params", {}).get("prune", False) else 3
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
     start = logg.info(f"computing pseudotime on {key!r}")
     coordinates = cell_coordinates(adata, graph)
+    if order == "cells" and is_dask(coordinates):
+        raise ValueError(
+            f"order='cells' reads a kNN graph over all cells, which a chunked fit of {key!r} does not hold in "
+            "memory; use order='tree' (the default), or load the cells into memory and fit again."
+        )
     # a chunked fit's cells are placed chunk by chunk where they live (place_cells)
     located = coordinates if is_dask(coordinates) else core.project_onto_graph(
         coordinates, graph.nodes, graph.adjacency
@@ -345,6 +372,8 @@ def pseudotime(
     adata = adata.copy() if copy else adata
     times = place_cells(adata, key, graph, located, shape, milestone_nodes, milestone_names)
     unrooted = np.isnan(times) & member_cells(adata, key)
+    if order == "cells":
+        _cell_order(adata, key, graph, located, times, distances, shape)
     if unrooted.any():
         logg.warning(
             f"{int(unrooted.sum())} cells lie in a connected component of {key!r} "
@@ -359,6 +388,7 @@ def pseudotime(
         segments=segments,
         milestones=milestone_entry(milestone_nodes, milestone_names, segments),
         min_branch_nodes=min_branch_nodes,
+        pseudotime_order=order,
     )
     clear_fates(adata, key)
     logg.info(
@@ -370,6 +400,33 @@ def pseudotime(
         ),
     )
     return adata if copy else None
+
+
+def _cell_order(adata, key, graph, projection, tree_times, distances, shape) -> np.ndarray:
+    """Pseudotime along the cells' kNN graph within the tree's segments (``order="cells"``), written over the tree's."""
+    member = member_cells(adata, key)
+    segment_ids = np.where(member, adata.obs[segment_key(key)].cat.codes.to_numpy(), -1)
+    # per root, the cells whose nearest node it is (or, where none is, the cell the tree places nearest it):
+    # one cell alone would start every path at its noise
+    sources = []
+    for root_node, node_distance in zip(graph.roots, core.geodesic_from(graph.adjacency, graph.nodes, graph.roots)):
+        at_root = np.flatnonzero(member & (projection.edge_start == root_node))
+        if at_root.size:
+            sources.extend(at_root.tolist())
+            continue
+        near = np.where(member, core.cell_geodesic(projection, node_distance, graph.nodes), np.inf)
+        if np.isfinite(near).any():
+            sources.append(int(np.argmin(near)))
+    times = segment_geodesic(distances, segment_ids, shape.segments, sources)
+    stranded = np.isnan(times) & np.isfinite(tree_times)
+    if stranded.any():
+        logg.warning(
+            f"{int(stranded.sum())} cells of {key!r} have no path from the root over the neighbour graph within "
+            "the tree's segments; their pseudotime is NaN. Recompute sc.pp.neighbors on the representation the tree "
+            "was learned in (more neighbours join stray cells), or use order='tree'."
+        )
+    adata.obs[pseudotime_key(key)] = times
+    return times
 
 
 def rooted_graph(adata: AnnData, key: str, *, why: str = "") -> StoredGraph:
