@@ -301,7 +301,8 @@ def pseudotime(
         representation the tree was learned in), stepping only between cells
         on the same or adjacent segments
         (:mod:`~scskeleton._core.trees.cell_order`); its sources are, per root,
-        the cell the tree places nearest it. On noisy counts, where each
+        the cells whose nearest node it is (where none is, the cell the tree
+        places nearest it). On noisy counts, where each
         cell's nearest node is set as much by the noise as by its stage, many
         short steps between neighbours average the noise out, as diffusion
         pseudotime does; the topology, segments and milestones stay the

@@ -16,8 +16,8 @@ between lineages that merely pass close by — and set
 
     τ_i = min over sources r, over paths r = v_0, …, v_m = i in that graph, of Σ_l ‖x_{v_l} − x_{v_{l+1}}‖,
 
-the shortest-path length from the nearest source cell. The sources are, for
-each root node, the cell the tree places nearest it. τ is in the units of the
+the shortest-path length from the nearest source cell (``tl.pseudotime`` takes,
+for each root node, the cells whose nearest node it is). τ is in the units of the
 neighbour graph's representation. Cells with no such path (outside the tree,
 or in a piece of the constrained graph that holds no source) get NaN.
 O(nnz(G) log N) time (Dijkstra, all sources at once), O(nnz(G)) memory.
