@@ -1,26 +1,29 @@
-"""Pseudotime read from the cells' own neighbour graph, inside the tree's segments.
+"""Pseudotime read from a graph over the cells, inside the tree's segments.
 
 The tree's geodesic pseudotime places each cell by its nearest node and edge
 (:func:`~scskeleton._core.trees.trajectory.pseudotime`). On noisy counts, where
 the noise spreads the cells over many dimensions, the nearest node is decided
 as much by the noise as by the cell's stage, and cells of one stage land far
 apart along the tree. Diffusion methods (DPT, Palantir) instead order cells
-along many short steps between neighbours, which average the noise out. This
-module does the same within the tree's topology.
+along many short steps between neighbours in a space where each cell is
+averaged with its neighbours
+(:mod:`~scskeleton._core.cellgraphs.diffusion`). This module does the same
+within the tree's topology.
 
-Let G be a k-nearest-neighbour graph of the cells with edge lengths
-``‖x_i − x_j‖`` (scanpy's ``obsp["distances"]``), s(i) each cell's segment and
-A the S × S adjacency of segments (A[a, b] when a = b or segments a and b share
-an end node). Keep only the edges of G with A[s(i), s(j)] — a step never jumps
-between lineages that merely pass close by — and set
+Let G be a graph over the cells with edge lengths (``tl.pseudotime`` uses each
+cell's nearest neighbours in the multiscale diffusion space, with their
+distances there), s(i) each cell's segment and A the S × S adjacency of
+segments (A[a, b] when a = b or segments a and b share an end node). Keep only
+the edges of G with A[s(i), s(j)] — a step never jumps between lineages that
+merely pass close by — and set
 
     τ_i = min over sources r, over paths r = v_0, …, v_m = i in that graph, of Σ_l ‖x_{v_l} − x_{v_{l+1}}‖,
 
-the shortest-path length from the nearest source cell (``tl.pseudotime`` takes,
-for each root node, the cells whose nearest node it is). τ is in the units of the
-neighbour graph's representation. Cells with no such path (outside the tree,
-or in a piece of the constrained graph that holds no source) get NaN.
-O(nnz(G) log N) time (Dijkstra, all sources at once), O(nnz(G)) memory.
+the shortest-path length from the nearest source cell (one start cell per
+root). τ is in the units of the graph's edge lengths. Cells with no such path
+(outside the tree, or in a piece of the constrained graph that holds no
+source) get NaN. O(nnz(G) log N) time (Dijkstra, all sources at once),
+O(nnz(G)) memory.
 """
 
 from __future__ import annotations
