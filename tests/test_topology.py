@@ -750,6 +750,28 @@ def test_a_tree_fitted_on_hundreds_of_genes_warns(scanpy_log):
     assert scanpy_log.getvalue().count(f"reads {genes.n_vars} columns of adata.X") == 2
 
 
+# --- very few cells: forks cannot be told from noise ---------------------------------------
+
+
+def test_trees_on_a_few_dozen_cells_say_so_and_draw_no_fork(scanpy_log):
+    """30 cells of a two-fate tree: both learners warn about the sample size and keep no fork
+    (each branch would hold fewer than MIN_BRANCH_CELLS); 300 cells: no such warning."""
+    full = _preprocessed(600, 2, 0)
+    few = full[np.random.default_rng(0).choice(full.n_obs, 30, replace=False)].copy()
+    sc.pp.pca(few, n_comps=20, mask_var="highly_variable")
+    for method in ("ddrtree", "rpg"):
+        getattr(sks.tl, method)(few)
+        sks.tl.root(few, method, obs_min="true_pseudotime")
+        sks.tl.pseudotime(few, method)
+        assert len(few.uns[method]["branch_points"]) == 0
+    assert scanpy_log.getvalue().count("fitted on 30 cells") == 2
+    before = scanpy_log.getvalue()
+    many = full[np.random.default_rng(0).choice(full.n_obs, 300, replace=False)].copy()
+    sks.tl.ddrtree(many)
+    sks.tl.rpg(many)
+    assert "cells. A branch must hold" not in scanpy_log.getvalue()[len(before):]
+
+
 # --- raw counts: the components follow sequencing depth ----------------------------------
 
 

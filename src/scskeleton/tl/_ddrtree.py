@@ -13,6 +13,7 @@ from .._schema import latent_key
 from ._inputs import (
     check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes,
     warn_if_counts,
+    warn_if_few_cells,
     warn_if_scaled,
 )
 from ._progress import solver_run
@@ -183,6 +184,7 @@ def ddrtree(
     warn_if_diffusion_map(adata, use_rep, "DDRTree")
     warn_if_genes(use_rep, data.shape[1], "DDRTree")
     n_cells = data.shape[0]
+    warn_if_few_cells(n_cells, "DDRTree")
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
     chunked = is_dask(data)

@@ -83,6 +83,21 @@ def warn_if_counts(adata: AnnData, use_rep: str, method: str) -> bool:
     return True
 
 
+def warn_if_few_cells(n_cells: int, method: str) -> bool:
+    """Warn when there are too few cells for a tree's forks to be told from noise
+    (:data:`~scskeleton._core.trees.pruning.FEW_CELLS`). Returns whether it warned."""
+    from .._core.trees.pruning import FEW_CELLS, MIN_BRANCH_CELLS
+
+    if n_cells >= FEW_CELLS:
+        return False
+    logg.warning(
+        f"{method} is fitted on {n_cells} cells. A branch must hold at least {MIN_BRANCH_CELLS} cells, and below "
+        f"{FEW_CELLS} cells forks are not found even where the cells have them (measured on generated trees): read "
+        "the result as one curve through the cells, not as a test of whether they branch."
+    )
+    return True
+
+
 def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     """Warn when a tree is about to be fitted on genes scaled to unit variance (``sc.pp.scale``).
 

@@ -12,6 +12,7 @@ from .._dask import is_dask
 from ._inputs import (
     check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes,
     warn_if_counts,
+    warn_if_few_cells,
     warn_if_scaled,
 )
 from ._progress import solver_run
@@ -302,6 +303,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     warn_if_diffusion_map(adata, use_rep, "RPG")
     warn_if_genes(use_rep, data.shape[1], "RPG")
     n_cells = data.shape[0]
+    warn_if_few_cells(n_cells, "RPG")
     default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes
     resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
