@@ -88,7 +88,7 @@ def test_the_diffusion_order_follows_true_time_and_keeps_the_tree(seed):
     adata.uns["iroot"] = int(np.argmin(adata.obs["true_pseudotime"]))
     sc.tl.dpt(adata)
     rho_dpt = spearmanr(adata.obs["dpt_pseudotime"], adata.obs["true_pseudotime"])[0]
-    sks.tl.pseudotime(adata, "rpg")
+    sks.tl.pseudotime(adata, "rpg", order="tree")
     segments = adata.obs["rpg_segment"].copy()
     milestones = adata.obs["rpg_milestone"].copy()
     sks.tl.pseudotime(adata, "rpg", order="diffusion")
@@ -107,7 +107,7 @@ def test_on_sparse_noisy_counts_diffusion_orders_the_cells_better_than_the_tree(
     """Shallow, overdispersed counts with dropouts: a cell's nearest node is set by its noise,
     diffusion averages it with its neighbours (measured Spearman: tree 0.05/0.22, diffusion 0.65/0.45)."""
     adata = _fitted(seed=seed, library_size=300, dispersion=2.0, dropout=0.5)
-    sks.tl.pseudotime(adata, "rpg")
+    sks.tl.pseudotime(adata, "rpg", order="tree")
     rho_tree = _rho(adata)
     sks.tl.pseudotime(adata, "rpg", order="diffusion")
     assert _rho(adata) > rho_tree + 0.15 and _rho(adata) > 0.35, (_rho(adata), rho_tree)
@@ -122,7 +122,7 @@ def test_the_start_cell_is_the_named_cell_or_the_groups_earliest():
     assert adata.obs["rpg_pseudotime"].iloc[earliest] == 0.0
     sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
     (start,) = adata.uns["rpg"]["root_cells"]
-    sks.tl.pseudotime(adata, "rpg")
+    sks.tl.pseudotime(adata, "rpg", order="tree")
     lowest = adata.obs["true_pseudotime"] <= adata.obs["true_pseudotime"].quantile(0.05)
     # of the chosen cells, the one the tree places nearest the root
     assert lowest[start] and adata.obs["rpg_pseudotime"][start] == adata.obs["rpg_pseudotime"][lowest].min()
@@ -163,3 +163,18 @@ def test_diffusion_order_without_a_neighbour_graph_or_with_a_bad_order_leaves_ad
     with pytest.raises(ValueError, match="order must be"):
         sks.tl.pseudotime(adata, "rpg", order="cells")
     assert list(adata.obs.columns) == list(before.obs.columns) and set(adata.uns["rpg"]) == set(before.uns["rpg"])
+
+
+def test_the_default_order_is_diffusion_with_a_neighbour_graph_and_the_tree_without():
+    adata = _fitted(n_cells=300, n_fates=2)
+    sks.tl.pseudotime(adata, "rpg")
+    assert adata.uns["rpg"]["pseudotime_order"] == "diffusion"
+    auto = adata.obs["rpg_pseudotime"].to_numpy()
+    sks.tl.pseudotime(adata, "rpg", order="diffusion")
+    np.testing.assert_array_equal(adata.obs["rpg_pseudotime"].to_numpy(), auto)
+    del adata.uns["neighbors"]
+    sks.tl.pseudotime(adata, "rpg")
+    assert adata.uns["rpg"]["pseudotime_order"] == "tree"
+    tree = adata.obs["rpg_pseudotime"].to_numpy()
+    sks.tl.pseudotime(adata, "rpg", order="tree")
+    np.testing.assert_array_equal(adata.obs["rpg_pseudotime"].to_numpy(), tree)

@@ -299,7 +299,7 @@ def pseudotime(
     *,
     min_branch_nodes: int | None = None,
     min_support: float = 0.0,
-    order: str = "tree",
+    order: str = "auto",
     neighbors_key: str = "neighbors",
     copy: bool = False,
 ) -> AnnData | None:
@@ -338,25 +338,24 @@ def pseudotime(
         Terminal branches whose leaf has bootstrap support below this
         (``tl.branch_support``) are pruned the same way. Default 0 keeps all.
     order
-        How cells are ordered. ``"tree"``: the geodesic along the graph to
-        each cell's projection (above). ``"diffusion"``: the shortest path
-        from the root's start cell through the cells' multiscale diffusion
-        space (:mod:`~scskeleton._core.cellgraphs.diffusion`, the metric of
+        How cells are ordered within the tree's segments. ``"tree"``: the
+        geodesic along the graph to each cell's projection (above).
+        ``"diffusion"``: the shortest path from the root's start cell through
+        the cells' multiscale diffusion space
+        (:mod:`~scskeleton._core.cellgraphs.diffusion`, the metric of
         diffusion pseudotime), over each cell's nearest neighbours there and
         stepping only between cells on the same or adjacent segments
-        (:mod:`~scskeleton._core.trees.cell_order`). It starts from the cell
+        (:mod:`~scskeleton._core.trees.cell_order`); it starts from the cell
         :func:`root` was given (``cell=``) or, of its group, the one the tree
-        places nearest the root, together with that cell's neighbours. On
-        sparse, noisy counts (UMI data) each cell's nearest node is set as
-        much by its noise as by its stage; diffusion averages every cell with
-        its neighbours at all scales and orders such cells better (12 SERGIO
-        data sets, true root cell: median Spearman with the true time 0.55
-        for RPG and 0.53 for DDRTree, against 0.21 and 0.32 with ``"tree"``
-        and 0.51 for scanpy's DPT). On low-noise data ``"tree"`` is the more
-        exact (6 generated trees: median 0.98 against 0.96). Topology,
-        segments and milestones stay the tree's. Needs ``sc.pp.neighbors`` on
-        the representation the tree was learned in; not for chunked (dask)
-        fits.
+        places nearest the root, together with that cell's neighbours. It
+        needs ``sc.pp.neighbors`` and a fit held in memory. Topology,
+        segments and milestones are the tree's either way. ``"auto"``
+        (default): ``"diffusion"`` when ``neighbors_key`` names a neighbour
+        graph and the fit is in memory, else ``"tree"``; the order used is
+        stored. Why diffusion where it can: on sparse, noisy counts a cell's
+        nearest node is set as much by its noise as by its stage, and
+        diffusion averages each cell with its neighbours at every scale; on
+        low-noise data it is within a few hundredths of the tree's order.
     neighbors_key
         With ``order="diffusion"``: the ``sc.pp.neighbors`` result whose
         ``connectivities`` are diffused over (its ``n_neighbors`` is reused
@@ -393,8 +392,10 @@ def pseudotime(
     """
     key = resolve_key(adata, key)
     graph = rooted_graph(adata, key)
-    if order not in ("tree", "diffusion"):
-        raise ValueError(f"order must be 'tree' or 'diffusion'; got {order!r}.")
+    if order not in ("auto", "tree", "diffusion"):
+        raise ValueError(f"order must be 'auto', 'tree' or 'diffusion'; got {order!r}.")
+    if order == "auto":
+        order = _default_order(adata, graph, neighbors_key)
     if order == "diffusion":
         connectivities = stored_neighbors(adata, neighbors_key, fields=("connectivities",))[0]
         n_neighbors = int(adata.uns[neighbors_key].get("params", {}).get("n_neighbors", DEFAULT_NEIGHBORS))
@@ -402,7 +403,7 @@ def pseudotime(
         min_branch_nodes = 0 if adata.uns[key].get("params", {}).get("prune", False) else 3
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
-    start = logg.info(f"computing pseudotime on {key!r}")
+    start = logg.info(f"computing pseudotime on {key!r} ({order} order)")
     coordinates = cell_coordinates(adata, graph)
     if order == "diffusion" and is_dask(coordinates):
         raise ValueError(
@@ -454,6 +455,17 @@ def pseudotime(
         ),
     )
     return adata if copy else None
+
+
+def _default_order(adata: AnnData, graph: StoredGraph, neighbors_key: str) -> str:
+    """``order="auto"``: through the cells' diffusion space when a neighbour graph is stored and the fit is
+    in memory, else along the tree."""
+    try:
+        stored_neighbors(adata, neighbors_key, fields=("connectivities",))
+    except KeyError:
+        return "tree"
+    cells = adata.X if graph.space == "X" else adata.obsm.get(graph.space)
+    return "tree" if is_dask(cells) else "diffusion"
 
 
 def _diffusion_order(adata, key, graph, projection, tree_times, connectivities, n_neighbors, shape) -> np.ndarray:
