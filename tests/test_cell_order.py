@@ -178,3 +178,24 @@ def test_the_default_order_is_diffusion_with_a_neighbour_graph_and_the_tree_with
     tree = adata.obs["rpg_pseudotime"].to_numpy()
     sks.tl.pseudotime(adata, "rpg", order="tree")
     np.testing.assert_array_equal(adata.obs["rpg_pseudotime"].to_numpy(), tree)
+
+
+def test_the_default_order_measures_a_cell_level_graph_along_itself():
+    adata = sks.datasets.simulate_trajectory(200, n_fates=2, random_state=0)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.pca(adata, n_comps=10)
+    sc.pp.neighbors(adata, random_state=0)
+    sks.tl.mpme(adata)
+    sks.tl.root(adata, "mpme", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "mpme")
+    assert adata.uns["mpme"]["pseudotime_order"] == "tree"
+
+
+def test_a_neighbour_count_stored_as_an_array_by_older_scanpy_is_read():
+    adata = _fitted(n_cells=300, n_fates=2)
+    sks.tl.pseudotime(adata, "rpg", order="diffusion")
+    expected = adata.obs["rpg_pseudotime"].to_numpy()
+    adata.uns["neighbors"]["params"]["n_neighbors"] = np.array([15])
+    sks.tl.pseudotime(adata, "rpg", order="diffusion")
+    np.testing.assert_array_equal(adata.obs["rpg_pseudotime"].to_numpy(), expected)

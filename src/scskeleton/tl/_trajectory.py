@@ -25,6 +25,7 @@ from .._schema import (
     cell_coordinates,
     cell_projection,
     column_sums,
+    is_cell_graph,
     member_cells,
     milestone_key,
     pseudotime_key,
@@ -350,9 +351,11 @@ def pseudotime(
         places nearest the root, together with that cell's neighbours. It
         needs ``sc.pp.neighbors`` and a fit held in memory. Topology,
         segments and milestones are the tree's either way. ``"auto"``
-        (default): ``"diffusion"`` when ``neighbors_key`` names a neighbour
-        graph and the fit is in memory, else ``"tree"``; the order used is
-        stored. Why diffusion where it can: on sparse, noisy counts a cell's
+        (default): ``"diffusion"`` for a principal tree or graph held in
+        memory when ``neighbors_key`` names a neighbour graph, else
+        ``"tree"`` (a cell-level learner's graph, e.g. ``tl.mpme``, is
+        itself a graph of the cells and is measured along); the order used
+        is stored. Why diffusion where it can: on sparse, noisy counts a cell's
         nearest node is set as much by its noise as by its stage, and
         diffusion averages each cell with its neighbours at every scale; on
         low-noise data it is within a few hundredths of the tree's order.
@@ -398,7 +401,8 @@ def pseudotime(
         order = _default_order(adata, graph, neighbors_key)
     if order == "diffusion":
         connectivities = stored_neighbors(adata, neighbors_key, fields=("connectivities",))[0]
-        n_neighbors = int(adata.uns[neighbors_key].get("params", {}).get("n_neighbors", DEFAULT_NEIGHBORS))
+        # h5ad files of older scanpy versions hold it as a one-element array
+        n_neighbors = int(np.ravel(adata.uns[neighbors_key].get("params", {}).get("n_neighbors", DEFAULT_NEIGHBORS))[0])
     if min_branch_nodes is None:
         min_branch_nodes = 0 if adata.uns[key].get("params", {}).get("prune", False) else 3
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
@@ -459,7 +463,10 @@ def pseudotime(
 
 def _default_order(adata: AnnData, graph: StoredGraph, neighbors_key: str) -> str:
     """``order="auto"``: through the cells' diffusion space when a neighbour graph is stored and the fit is
-    in memory, else along the tree."""
+    an in-memory node graph, else along the graph. A cell-level learner's graph (``tl.mpme``, ``tl.spl``,
+    …) is itself the cells' graph: the order along it is that learner's result."""
+    if is_cell_graph(adata, graph.key):
+        return "tree"
     try:
         stored_neighbors(adata, neighbors_key, fields=("connectivities",))
     except KeyError:
