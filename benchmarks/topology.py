@@ -9,6 +9,7 @@ handed the true branch labels and scored by 5-fold cross-validation on the same 
 supervised or not, can tell their cells apart; the ceiling says how much ARI the data allow.
 
 Run: python benchmarks/topology.py --seeds 10 --fates 2 3 4 5 --cells 1000 10000
+Small deep counts (full-length-like): --cells 100 200 300 500 --fates 1 2 3 --seeds 5 --library-size 1e6 --dispersion 0.05
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from sklearn.neighbors import KNeighborsClassifier
 import scskeleton as sks
 
 
-def prepare(n_cells: int, n_fates: int, seed: int, n_pcs: int = 30, scale: bool = False):
-    adata = sks.datasets.simulate_trajectory(n_cells, n_fates=n_fates, random_state=seed)
+def prepare(n_cells: int, n_fates: int, seed: int, n_pcs: int = 30, scale: bool = False, **counts):
+    # the default uneven density needs at least 125 cells
+    density = "uniform" if n_cells < 125 else "uneven"
+    adata = sks.datasets.simulate_trajectory(n_cells, n_fates=n_fates, random_state=seed, density=density, **counts)
     sc.pp.normalize_total(adata)
     sc.pp.log1p(adata)
     sc.pp.highly_variable_genes(adata, n_top_genes=1000)
@@ -73,15 +76,20 @@ def main() -> None:
     parser.add_argument("--cells", nargs="+", type=int, default=[1000, 10000])
     parser.add_argument("--n-pcs", type=int, default=30, help="principal components computed (scanpy's default: 50)")
     parser.add_argument("--scale", action="store_true", help="scale the genes before PCA (sc.pp.scale)")
+    parser.add_argument("--library-size", type=float, default=None,
+                        help="mean counts per cell (full-length-like deep data: 1e6)")
+    parser.add_argument("--dispersion", type=float, default=None, help="negative-binomial dispersion of the counts")
     parser.add_argument("--out", default=None, help="write every run as JSON lines here")
     args = parser.parse_args()
+    counts = {name: value for name, value in (("library_size", args.library_size), ("dispersion", args.dispersion))
+              if value is not None}
     sc.settings.verbosity = 0
     warnings.filterwarnings("ignore")
     rows = []
     for n_cells in args.cells:
         for n_fates in args.fates:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                adata = prepare(n_cells, n_fates, seed, args.n_pcs, args.scale)
+                adata = prepare(n_cells, n_fates, seed, args.n_pcs, args.scale, **counts)
                 best = ceiling(adata)
                 for method in args.methods:
                     result = evaluate(adata.copy(), method)
