@@ -397,8 +397,15 @@ def pseudotime(
     graph = rooted_graph(adata, key)
     if order not in ("auto", "tree", "diffusion"):
         raise ValueError(f"order must be 'auto', 'tree' or 'diffusion'; got {order!r}.")
+    coordinates = cell_coordinates(adata, graph)
     if order == "auto":
-        order = _default_order(adata, graph, neighbors_key)
+        order = _default_order(adata, graph, neighbors_key, chunked=is_dask(coordinates))
+    if order == "diffusion" and is_dask(coordinates):
+        raise ValueError(
+            f"order='diffusion' reads a kNN graph over all cells, which a chunked fit of {key!r} does not hold in "
+            "memory; use order='tree' (what the default does for chunked fits), or load the cells into memory "
+            "and fit again."
+        )
     if order == "diffusion":
         connectivities = stored_neighbors(adata, neighbors_key, fields=("connectivities",))[0]
         # h5ad files of older scanpy versions hold it as a one-element array
@@ -408,12 +415,6 @@ def pseudotime(
     min_branch_nodes = check_integer("min_branch_nodes", min_branch_nodes, low=0)
     drop_leaves = _unsupported_leaves(adata.uns[key], min_support)
     start = logg.info(f"computing pseudotime on {key!r} ({order} order)")
-    coordinates = cell_coordinates(adata, graph)
-    if order == "diffusion" and is_dask(coordinates):
-        raise ValueError(
-            f"order='diffusion' reads a kNN graph over all cells, which a chunked fit of {key!r} does not hold in "
-            "memory; use order='tree' (the default), or load the cells into memory and fit again."
-        )
     # a chunked fit's cells are placed chunk by chunk where they live (place_cells)
     located = coordinates if is_dask(coordinates) else core.project_onto_graph(
         coordinates, graph.nodes, graph.adjacency
@@ -461,18 +462,19 @@ def pseudotime(
     return adata if copy else None
 
 
-def _default_order(adata: AnnData, graph: StoredGraph, neighbors_key: str) -> str:
+def _default_order(adata: AnnData, graph: StoredGraph, neighbors_key: str, *, chunked: bool) -> str:
     """``order="auto"``: through the cells' diffusion space when a neighbour graph is stored and the fit is
     an in-memory node graph, else along the graph. A cell-level learner's graph (``tl.mpme``, ``tl.spl``,
     …) is itself the cells' graph: the order along it is that learner's result."""
     if is_cell_graph(adata, graph.key):
         return "tree"
+    if chunked:
+        return "tree"
     try:
         stored_neighbors(adata, neighbors_key, fields=("connectivities",))
     except KeyError:
         return "tree"
-    cells = adata.X if graph.space == "X" else adata.obsm.get(graph.space)
-    return "tree" if is_dask(cells) else "diffusion"
+    return "diffusion"
 
 
 def _diffusion_order(adata, key, graph, projection, tree_times, connectivities, n_neighbors, shape) -> np.ndarray:
