@@ -4,6 +4,7 @@ import subprocess
 
 import anndata
 import numpy as np
+import PIL.Image
 import pytest
 from scipy.stats import spearmanr
 
@@ -18,7 +19,10 @@ def _earliest_group(adata, key, column="true_branch"):
 
 
 def test_demo_writes_outputs_and_summary(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path), "--n-cells", "600"]) == 0
+    import matplotlib
+
+    with matplotlib.rc_context({"savefig.dpi": 72}):  # a low resolution in matplotlibrc
+        assert main(["demo", "--out", str(tmp_path), "--n-cells", "600"]) == 0
     printed = capsys.readouterr().out
     adata = anndata.read_h5ad(tmp_path / "demo.h5ad")
     entry = adata.uns["rpg"]
@@ -34,6 +38,8 @@ def test_demo_writes_outputs_and_summary(tmp_path, capsys):
     assert support.shape == (len(entry["branch_points"]),) and np.all((support >= 0) & (support <= 1))
     assert re.search(r"branch support\s+" + ", ".join(f"{v:.2f}" for v in support), printed)
     assert distinct_colours(tmp_path / "tree.png") > 50  # a drawn tree, not a blank canvas
+    # ready for print: 150 dpi (it was matplotlib's 100), whatever matplotlibrc says
+    assert min(PIL.Image.open(tmp_path / "tree.png").info["dpi"]) >= 149.9
 
 
 def test_fit_computes_pca_roots_and_plots(tmp_path, capsys):
@@ -50,6 +56,7 @@ def test_fit_computes_pca_roots_and_plots(tmp_path, capsys):
     assert _earliest_group(fitted, "ddrtree") == "trunk"
     assert spearmanr(times, fitted.obs["true_pseudotime"])[0] >= 0.95
     assert distinct_colours(png) > 50
+    assert min(PIL.Image.open(png).info["dpi"]) >= 149.9
 
     # and its VALUE is used, not only its presence: rooted in a branch, that branch comes first
     other = tmp_path / "other.h5ad"

@@ -76,8 +76,9 @@ def test_fork_test_on_krumsiek11_calls_the_lineage_factors_in_the_right_branch(m
         assert np.isfinite(adata.var[f"{name}_pval"]).all()
         # a branch is named by its segment's cells: the window past the fork may hold mostly progenitors
         segment = adata.obs[f"{method}_segment"].astype(str)
-        majority = {label: adata.obs.loc[segment == str(label), "cell_type"].value_counts().idxmax()
-                    for label in adata.uns[name]["branches"]}
+        result = adata.uns[name]  # branches by label ("fork 2 → tip 3"), keyed by their first segment's id
+        majority = {label: adata.obs.loc[segment == str(first), "cell_type"].value_counts().idxmax()
+                    for label, first in zip(result["branches"], result["branch_ids"])}
         if sorted(majority.values()) == ["Ery", "Mk"]:
             found = True
             up = adata.var[f"{name}_up"]
@@ -191,7 +192,7 @@ def test_activation_times_follow_the_true_onsets_and_null_genes_stay_silent(rpg_
     assert finite.any()
     pseudotime = adata.obs["rpg_pseudotime"]
     assert times[finite].min() >= pseudotime.min() and times[finite].max() <= pseudotime.max()
-    assert set(adata.var.loc[finite, f"{name}_lineage"].astype(str)) <= set(adata.uns[name]["lineages"])
+    assert set(adata.var.loc[finite, f"{name}_lineage"].astype(str)) <= set(adata.uns[name]["lineage_labels"])
     adata.write_h5ad(tmp_path / "activation.h5ad")
     back = anndata.read_h5ad(tmp_path / "activation.h5ad")
     np.testing.assert_array_equal(back.varm[f"{name}_time"], adata.varm[f"{name}_time"])

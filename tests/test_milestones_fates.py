@@ -96,8 +96,10 @@ def test_groupby_names_come_from_the_majority_label_and_are_unique(branching_fit
     sks.tl.milestones(adata, KEY, groupby="true_branch")
     names = list(adata.uns[KEY]["milestones"]["names"])
     assert len(set(names)) == len(names)
-    # roots and tips keep the bare label; a fork whose cells share a label with a tip is numbered
+    # roots and tips take the bare label; a fork takes its label only when no root, tip or earlier fork has
+    # it: the first fork's cells are mostly of the inner branch_2, the second fork's too, so it keeps "fork 2"
     assert names[0] == "trunk" and sorted(names[3:]) == ["branch_1", "branch_3", "branch_4"]
+    assert names[1:3] == ["branch_2", "fork 2"]
     assert list(adata.obs[f"{KEY}_milestone"].cat.categories) == names
     assert adata.uns[KEY]["milestones"]["segment_labels"][0].startswith("trunk → ")
     # without groupby the default names come back

@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import PIL.Image  # noqa: E402
 from matplotlib import image  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -16,6 +17,7 @@ from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
 from scskeleton._testing import distinct_colours  # noqa: E402
+from scskeleton.pl._utils import SAVE_DPI  # noqa: E402
 
 KEY = "ddrtree"
 # scanpy 1.11 calls the deprecated Colormap.set_bad itself; nothing this module can change.
@@ -63,9 +65,14 @@ def test_save_writes_png(adata, tmp_path, name):
     # the file is this plot: the same pixels as the figure handed back and saved by hand
     # (a blank or half-drawn figure, or another figure, would also make a valid PNG)
     reference = tmp_path / f"{name}_reference.png"
-    PLOTS[name](adata, return_fig=True).savefig(reference, bbox_inches="tight")
+    PLOTS[name](adata, return_fig=True).savefig(reference, bbox_inches="tight", dpi=SAVE_DPI)
     np.testing.assert_array_equal(image.imread(path), image.imread(reference))
     assert distinct_colours(path) > 20
+    # print resolution: at least 150 dpi (matplotlib's default saved 100), unless rcParams ask for another
+    assert min(PIL.Image.open(path).info["dpi"]) >= 149.9
+    with plt.rc_context({"savefig.dpi": 72}):
+        PLOTS[name](adata, save=path)
+    assert min(PIL.Image.open(path).info["dpi"]) == pytest.approx(72, abs=0.1)
 
 
 @pytest.mark.parametrize("name", sorted(PLOTS))

@@ -155,6 +155,86 @@ def test_graph_legend_placed_by_graph_legend_loc():
     assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1 + 1.0
 
 
+def _legends(ax):
+    return [a for a in [ax.get_legend(), *ax.artists] if isinstance(a, Legend) and a.get_visible()]
+
+
+@pytest.mark.parametrize("color", ["cluster", None])
+def test_tree_legends_stay_off_the_cells_and_support_labels(color):
+    """By default every legend sits outside the axes: none covers a cell or a support label ("support labels
+    sit under the legend" when the graph's legend was inside at "best")."""
+    adata = _tree()
+    fig = sks.pl.tree(adata, "ddrtree", color=color, return_fig=True)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    labels = [t.get_bbox_patch().get_window_extent() for t in _support_labels(ax)]
+    assert len(labels) == 6 and _legends(ax)
+    for legend in _legends(ax):
+        box = legend.get_window_extent()
+        assert box.x0 >= frame.x1 - 1.0  # in the right margin, off the data
+        assert not any(box.overlaps(label) for label in labels)
+
+
+@pytest.mark.parametrize("loc", ["lower left", "lower center", "center left", "upper right"])
+def test_support_labels_keep_clear_of_a_legend_inside_the_axes(loc):
+    # at these corners the graph's legend landed on the labels of the forks and tips near it
+    fig = sks.pl.tree(_tree(), "ddrtree", color="cluster", graph_legend_loc=loc, return_fig=True)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    box = _graph_legend(ax).get_window_extent()
+    assert box.overlaps(ax.get_window_extent())  # inside, as asked
+    overlapping = [t.get_text() for t in _support_labels(ax) if t.get_bbox_patch().get_window_extent().overlaps(box)]
+    assert overlapping == []
+
+
+def test_legends_fit_on_the_figure_without_a_tight_bounding_box(tmp_path):
+    """A figure made by the plot holds its legends: saved or shown without ``bbox_inches="tight"`` the
+    right-margin legends were cut off at the figure's edge."""
+    adata = _tree(categories=("progenitor cells", "erythrocyte lineage"))
+    for fig in (sks.pl.tree(adata, "ddrtree", color="cluster", return_fig=True),
+                sks.pl.cell_graph(_cell_graph_data(), "learner", color="cluster", return_fig=True)):
+        fig.savefig(tmp_path / "plain.png")  # no bbox_inches
+        page = fig.bbox
+        for ax in fig.axes:
+            for legend in _legends(ax):
+                box = legend.get_window_extent()
+                assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+    # the axes keep their size in inches: only the figure grew
+    fig = sks.pl.tree(adata, "ddrtree", color="cluster", return_fig=True)
+    width, _ = plt.rcParams["figure.figsize"]
+    assert fig.get_size_inches()[0] > width
+    default = (plt.rcParams["figure.subplot.right"] - plt.rcParams["figure.subplot.left"]) * width
+    assert fig.axes[0].get_window_extent().width / fig.dpi == pytest.approx(default)
+
+
+def _line_of_cells(n):
+    """``n`` cells along a three-node line graph, stored like a fitted tree."""
+    nodes = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])
+    owner = np.arange(n) % 3
+    cells = nodes[owner] + np.random.default_rng(0).normal(scale=0.1, size=(n, 2))
+    adata = AnnData(X=np.zeros((n, 1)), obs=pd.DataFrame(index=[f"c{i}" for i in range(n)]))
+    adata.obsm["X_line"] = cells
+    adata.obsm["line_assignment"] = sparse.csr_matrix((np.ones(n), (np.arange(n), owner)), shape=(n, 3))
+    adjacency = sparse.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=float))
+    adata.uns["line"] = {"method": "rpg", "nodes": nodes, "adjacency": adjacency, "space": "X_line"}
+    return adata
+
+
+def test_cell_markers_shrink_with_more_cells_but_never_swamp_a_small_data_set():
+    sizes = {}
+    for n in (90, 3000, 12000):
+        ax = sks.pl.tree(_line_of_cells(n), "line", show=False)
+        sizes[n] = float(np.unique(_cells(ax).get_sizes())[0])
+    # scanpy's 120000 / n gave 90 cells discs of 1333 pt², which buried the graph
+    assert sizes[90] <= 60.0
+    assert sizes[90] > sizes[3000] > sizes[12000]
+    assert sizes[12000] == pytest.approx(120000 / 12000)  # scanpy's rule where it reads well
+    # a size given is kept
+    ax = sks.pl.tree(_line_of_cells(90), "line", size=200, show=False)
+    assert np.unique(_cells(ax).get_sizes())[0] == 200
+
+
 def test_root_and_branch_point_markers_let_the_cells_show():
     ax = sks.pl.tree(_tree(), "ddrtree", color="cluster", show=False)
     cells = _cells(ax).get_zorder()

@@ -20,7 +20,7 @@ from matplotlib.legend import Legend  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton.pl._utils import basis_label, format_pvalue, method_name, obs_label  # noqa: E402
+from scskeleton.pl._utils import basis_label, branch_key, format_pvalue, method_name, obs_label  # noqa: E402
 
 KEY = "ddrtree"
 BRANCHES, TRENDS, LINEAGES = f"{KEY}_branch_test", f"{KEY}_trends", f"{KEY}_association"
@@ -83,7 +83,7 @@ def _segment_labels(adata, key=KEY):
 
 @pytest.mark.parametrize(("value", "text"), [
     (0.0, "q < 1e-300"), (3.24e-5, "q = 3.2e-5"), (0.0099, "q = 9.9e-3"), (0.012, "q = 0.012"), (0.5, "q = 0.5"),
-    (np.nan, "q = n/a"),
+    (np.nan, "q = n/a"), (1.0, "q = 1.0"), (0.999, "q = 1.0"),  # a q of 1 read "q = 1", like a count
 ])
 def test_format_pvalue_never_prints_zero(value, text):
     assert format_pvalue(value) == text
@@ -295,7 +295,8 @@ def test_convergence_titles_name_the_method(fitted):
 
 def _branch_segment_labels(adata):
     labels = dict(zip(sorted(adata.uns[KEY]["segments"], key=int), _segment_labels(adata)))
-    return [labels[str(adata.uns[BRANCHES]["segments"][b][0])] for b in adata.uns[BRANCHES]["branches"]]
+    result = adata.uns[BRANCHES]
+    return [labels[str(result["segments"][branch_key(result, b)][0])] for b in result["branches"]]
 
 
 def test_trends_pvalue_branch_names_and_options(fitted):

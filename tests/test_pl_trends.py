@@ -17,7 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton.pl._utils import category_colors  # noqa: E402
+from scskeleton.pl._utils import branch_key, category_colors  # noqa: E402
 
 KEY = "ddrtree"
 TRENDS, BRANCHES = f"{KEY}_trends", f"{KEY}_branch_test"
@@ -34,7 +34,9 @@ def adata():
     sks.tl.root(adata, KEY, obs_min="true_pseudotime")
     sks.tl.pseudotime(adata, KEY)
     sks.tl.branch_test(adata, KEY, branch_point=int(adata.uns[KEY]["branch_points"][0]))
-    leaf = int(adata.uns[KEY]["segments"][adata.uns[BRANCHES]["segments"][adata.uns[BRANCHES]["branches"][0]][-1]][-1])
+    result = adata.uns[BRANCHES]
+    first = result["segments"][branch_key(result, result["branches"][0])]  # the first branch's segments
+    leaf = int(adata.uns[KEY]["segments"][first[-1]][-1])
     sks.tl.trends(adata, KEY, path=(int(adata.uns[KEY]["root"]), leaf))
     return adata
 
@@ -99,7 +101,8 @@ def test_trends_split_by_branch(adata):
     # each branch named by the milestones of its first segment, not by the segment id
     segment_labels = dict(zip(sorted(adata.uns[KEY]["segments"], key=int),
                               adata.uns[KEY]["milestones"]["segment_labels"]))
-    assert labels == ["shared"] + [segment_labels[str(adata.uns[BRANCHES]["segments"][b][0])] for b in branches]
+    result = adata.uns[BRANCHES]
+    assert labels == ["shared"] + [segment_labels[str(result["segments"][branch_key(result, b)][0])] for b in branches]
     assert all(label.startswith("fork 1 → ") for label in labels[1:])
     curves = adata.varm[f"{BRANCHES}_curves"][0]
     for line, curve in zip(ax.lines[1:], curves):
@@ -126,8 +129,9 @@ def test_branch_heatmap_orders_genes_by_where_they_peak(adata):
 def test_path_highlights_the_stored_edges_in_branch_colours(adata):
     ax = sks.pl.path(adata, BRANCHES, show=False)
     drawn = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_gid() == "scskeleton_path"]
-    edges = adata.uns[BRANCHES]["edges"]
-    labels = ["trunk", *adata.uns[BRANCHES]["branches"]]
+    result = adata.uns[BRANCHES]
+    edges = {label: result["edges"][branch_key(result, label)] for label in ["trunk", *result["branches"]]}
+    labels = list(edges)
     assert [len(c.get_segments()) for c in drawn] == [len(edges[label]) for label in labels]
     nodes = adata.uns[KEY]["nodes"][:, :2]
     for collection, label in zip(drawn, labels):
@@ -151,8 +155,9 @@ def test_path_draws_the_fork_tests_branches_and_refuses_a_whole_tree_result(adat
     sks.tl.fork_test(fork_data, KEY, branch_point=int(adata.uns[KEY]["branch_points"][0]), key_added="fork")
     ax = sks.pl.path(fork_data, "fork", show=False)
     drawn = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_gid() == "scskeleton_path"]
-    edges = fork_data.uns["fork"]["edges"]
-    assert [len(c.get_segments()) for c in drawn] == [len(edges[label]) for label in fork_data.uns["fork"]["branches"]]
+    result = fork_data.uns["fork"]
+    assert [len(c.get_segments()) for c in drawn] == \
+        [len(result["edges"][branch_key(result, label)]) for label in result["branches"]]
     before = _state(with_modules)
     with pytest.raises(ValueError, match="whole tree"):
         sks.pl.path(with_modules, LINEAGES, show=False)
@@ -215,8 +220,10 @@ def test_missing_results_and_bad_requests_are_clear_errors(adata):
                  lambda: sks.pl.branch_heatmap(bare, TRENDS)):
         with pytest.raises(KeyError, match="tl.trends"):
             plot()
+    untested = bare.copy()
+    del untested.uns[BRANCHES]
     with pytest.raises(KeyError, match="tl.branch_test"):
-        sks.pl.branch_heatmap(bare, KEY)  # a graph, not a result
+        sks.pl.branch_heatmap(untested, KEY)  # a graph with no branch test on it
     with pytest.raises(ValueError, match="needs one of tl.branch_test"):
         sks.pl.branch_heatmap(adata, TRENDS)
     with pytest.raises(KeyError, match="not in adata.var_names"):
@@ -481,3 +488,144 @@ def test_activation_plot_refuses_what_it_cannot_draw(with_activation, with_modul
     with pytest.raises(KeyError, match="incomplete"):
         sks.pl.activation(broken, name, show=False)
     assert _state(adata) == before
+
+
+# --- one key for every gene plot: the graph's key finds the result of the plot's kind ------------------------
+
+
+def _images(fig):
+    return [np.ma.filled(np.asarray(image.get_array(), dtype=float), -1.0) for ax in fig.axes for image in ax.images]
+
+
+def test_gene_plots_take_the_graph_key(with_activation):
+    """``"ddrtree"`` stands for the one result of each plot's kind computed on it: the same figure as the
+    result's own key (which keeps working)."""
+    adata = with_activation
+    before = _state(adata)
+    for plot, name in [(sks.pl.branch_heatmap, BRANCHES), (sks.pl.module_heatmap, MODULES)]:
+        by_graph, by_name = plot(adata, KEY, return_fig=True), plot(adata, name, return_fig=True)
+        assert len(_images(by_graph)) == len(_images(by_name)) > 0
+        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(_images(by_graph), _images(by_name)))
+    panels = sks.pl.modules(adata, KEY, show=False)
+    assert [ax.get_title() for ax in panels] == [ax.get_title() for ax in sks.pl.modules(adata, MODULES, show=False)]
+    ax = sks.pl.activation(adata, KEY, show=False)
+    assert [t.get_text() for t in ax.get_yticklabels()] == \
+        [t.get_text() for t in sks.pl.activation(adata, f"{KEY}_activation", show=False).get_yticklabels()]
+    # with one test left on the graph, pl.trends and pl.path find it too
+    alone = adata.copy()
+    for name in (TRENDS, LINEAGES):
+        del alone.uns[name]
+    assert sks.pl.trends(alone, KEY, "gene_0", show=False).get_title() == \
+        sks.pl.trends(alone, BRANCHES, "gene_0", show=False).get_title()
+    assert _path_legend(sks.pl.path(alone, KEY, show=False)).get_title().get_text() == "trunk and branches"
+    assert _state(adata) == before
+
+
+def test_graph_key_with_several_results_lists_them(with_activation):
+    adata = with_activation.copy()
+    # pl.trends draws all four kinds: the graph holds three of them
+    with pytest.raises(KeyError, match="3 results computed on the graph 'ddrtree'") as error:
+        sks.pl.trends(adata, KEY, "gene_0", show=False)
+    assert all(repr(name) in str(error.value) for name in (TRENDS, BRANCHES, LINEAGES))
+    assert "Pass the one you mean as key" in str(error.value)
+    # pl.path draws the path or the branches, not a whole-tree association test: two candidates
+    with pytest.raises(KeyError, match="2 results computed on the graph") as error:
+        sks.pl.path(adata, KEY, show=False)
+    assert repr(TRENDS) in str(error.value) and repr(BRANCHES) in str(error.value)
+    assert repr(LINEAGES) not in str(error.value)
+    # a second activation run on the same graph
+    sks.tl.activation(adata, KEY, genes=list(adata.var_names[:10]), key_added="again")
+    with pytest.raises(KeyError, match="'ddrtree_activation'.*'again'|'again'.*'ddrtree_activation'"):
+        sks.pl.activation(adata, KEY, show=False)
+    sks.pl.activation(adata, "again", show=False)  # the full key still chooses one
+    # modules are found through the test they clustered
+    sks.tl.trend_modules(adata, BRANCHES, n_modules=2, key_added="branch_modules")
+    with pytest.raises(KeyError, match="2 results computed on the graph"):
+        sks.pl.module_heatmap(adata, KEY, show=False)
+    # a graph with no result of the kind says what to run
+    bare = with_activation.copy()
+    del bare.uns[f"{KEY}_activation"]
+    with pytest.raises(KeyError, match=r"no result it draws \(tl.activation\).*sks.tl.activation\(adata, 'ddrtree'\)"):
+        sks.pl.activation(bare, KEY, show=False)
+
+
+# --- figures ready for a paper -----------------------------------------------------------------------------
+
+
+def test_activation_colours_follow_the_groupby_palette_and_sizes_have_a_legend(with_activation):
+    adata = with_activation.copy()
+    name = f"{KEY}_activation"
+    categories = list(adata.obs["true_branch"].cat.categories)
+    lineages = [str(leaf) for leaf in adata.uns[name]["lineages"]]
+    for palette in (None, ["#111111", "#aa0000", "#0000aa"]):
+        if palette is not None:
+            adata.uns["true_branch_colors"] = np.array(palette, dtype=object)
+        colours = dict(zip(categories, category_colors(adata, "true_branch", categories)))
+        ax = sks.pl.activation(adata, KEY, groupby="true_branch", show=False)
+        drawn = {c.get_label(): to_rgba(c.get_facecolors()[0])[:3] for c in ax.collections if len(c.get_offsets())}
+        assert len(drawn) == len(lineages)
+        for label, colour in drawn.items():  # a lineage named "branch_1" is drawn in branch_1's colour
+            assert label in colours and colour == pytest.approx(to_rgba(colours[label])[:3])
+        # the legend of lineages shows the same colours
+        legend = ax.get_legend()
+        for text, handle in zip(legend.get_texts(), legend.legend_handles):
+            assert to_rgba(handle.get_facecolor()[0])[:3] == pytest.approx(to_rgba(colours[text.get_text()])[:3])
+    # the marker areas have a scale: a legend of sizes, stacked under the lineages' in the right margin
+    ax.figure.canvas.draw()
+    sizes = [a for a in ax.artists if isinstance(a, Legend) and "rise" in a.get_title().get_text()]
+    assert len(sizes) == 1
+    assert [t.get_text() for t in sizes[0].get_texts()] == ["100%", "50%", "25%"]
+    markers = [handle.get_markersize() for handle in sizes[0].legend_handles]
+    assert markers == sorted(markers, reverse=True) and markers[0] > markers[-1]
+    lineage_box, size_box = ax.get_legend().get_window_extent(), sizes[0].get_window_extent()
+    right = ax.get_window_extent().x1
+    assert lineage_box.x0 >= right and size_box.x0 >= right and not lineage_box.overlaps(size_box)
+    assert size_box.y1 <= lineage_box.y0  # under it
+
+
+def test_lineages_share_their_colour_across_plots(with_activation):
+    """A lineage named by its cells' label has that label's colour in pl.trends and pl.modules too."""
+    adata = with_activation.copy()
+    categories = list(adata.obs["true_branch"].cat.categories)
+    adata.uns["true_branch_colors"] = np.array(["#111111", "#aa0000", "#0000aa"], dtype=object)  # not tab10's
+    colours = dict(zip(categories, category_colors(adata, "true_branch", categories)))
+    ax = sks.pl.trends(adata, LINEAGES, "gene_0", groupby="true_branch", show=False)
+    for line in ax.lines:
+        assert to_rgba(line.get_color())[:3] == pytest.approx(to_rgba(colours[line.get_label()])[:3])
+    panels = sks.pl.modules(adata, MODULES, groupby="true_branch", show=False)
+    means = [line for line in panels[0].lines if line.get_label() in colours]
+    assert means
+    for line in means:
+        assert to_rgba(line.get_color())[:3] == pytest.approx(to_rgba(colours[line.get_label()])[:3])
+
+
+def test_branch_heatmap_blocks_span_their_own_branch(adata):
+    """No block ends in blank columns: each spans its branch's own pseudotime, ticked in it."""
+    ax = sks.pl.branch_heatmap(adata, BRANCHES, n_genes=10, show=False)
+    image = np.ma.filled(ax.images[0].get_array().astype(float), np.nan)
+    empty = ~np.isfinite(image).any(axis=0)
+    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, empty.astype(int), 0])).reshape(-1, 2), axis=1).ravel()
+    n_branches = len(adata.uns[BRANCHES]["branches"])
+    gap = max(1, adata.uns[BRANCHES]["grid"].size // 10)
+    # blank columns only between blocks, exactly the gap (a short branch left its block's end blank before)
+    assert not empty[0] and not empty[-1]
+    assert runs.tolist() == [gap] * (n_branches - 1)
+    # each block's ticks lie within that branch's own pseudotime
+    curves = np.asarray(adata.varm[f"{BRANCHES}_curves"], dtype=float)
+    grid = np.asarray(adata.uns[BRANCHES]["grid"], dtype=float)
+    ends = [grid[np.flatnonzero(np.isfinite(curves[:, b, :]).any(axis=0))[-1]] for b in range(n_branches)]
+    assert len(set(np.round(ends, 6))) > 1  # the branches end at different times: the case under test
+    labels = [float(t.get_text()) for t in ax.get_xticklabels()]
+    blocks = np.split(np.array(labels), np.flatnonzero(np.diff(labels) < 0) + 1)
+    assert len(blocks) == n_branches
+    for ticks, end in zip(blocks, ends):
+        assert ticks.max() <= end + 1e-9
+
+
+def test_trend_titles_say_when_a_gene_is_not_significant(adata):
+    q = adata.var[f"{BRANCHES}_qval"]
+    flat, called = q.idxmax(), q.idxmin()
+    assert q[flat] >= 0.05 > q[called]
+    title = sks.pl.trends(adata, BRANCHES, flat, show=False).get_title()
+    assert title.endswith(", not significant)") and "q = 1)" not in title
+    assert "not significant" not in sks.pl.trends(adata, BRANCHES, called, show=False).get_title()

@@ -440,3 +440,35 @@ def test_min_support_drops_unsupported_leaves_in_pseudotime():
     del adata.uns["rpg"]["branch_support"]
     with pytest.raises(KeyError, match="branch_support"):
         sks.tl.pseudotime(adata, "rpg", min_support=0.5)
+
+
+def test_the_progress_bar_ends_its_line_before_the_next_log_line(monkeypatch, capsys):
+    """A finished bar leaves its last state ended by a newline (not a carriage return that clears it), so
+    in captured output (Jupyter, pytest) the log line after branch_support's bar, or after a solver's bar
+    that stopped early, starts a line of its own."""
+    import sys
+
+    from scanpy import logging as logg
+
+    from scskeleton.tl import _progress
+
+    adata = sks.datasets.branching(300, n_leaves=2, random_state=0)
+    sc.pp.pca(adata, n_comps=10)
+    sks.tl.rpg(adata)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    previous, verbosity = sc.settings.logfile, sc.settings.verbosity
+    sc.settings.logfile, sc.settings.verbosity = sys.stderr, 2  # the captured stderr, info lines shown
+    try:
+        capsys.readouterr()
+        sks.tl.branch_support(adata, "rpg", n_boot=2)
+        err = capsys.readouterr().err
+        assert "branch support (rpg)" in err and "2/2" in err
+        assert any(line.startswith("    finished (") for line in err.split("\n")), repr(err)
+        with _progress.solver_run("fit", use_rep="X_pca", shape=(10, 2), maxiter=50, size=_progress.LONG_RUN) as run:
+            for iteration in range(3):  # converged after 3 of at most 50 iterations
+                run.callback(iteration, 1.0)
+        logg.warning("after the bar")
+        err = capsys.readouterr().err
+        assert "3/3" in err and any(line.startswith("WARNING: after the bar") for line in err.split("\n")), repr(err)
+    finally:
+        sc.settings.logfile, sc.settings.verbosity = previous, verbosity

@@ -1,7 +1,9 @@
 """The AnnData schema shared by every graph learner, trajectory tool and plot.
 
-The one place for key names (see ``shared/DESIGN.md``) and for reading a stored
-graph back with errors that say which function to run first.
+The one place for key names (every learner writes the same fields under its ``key``,
+``adata.uns[key]`` and the ``obs``/``obsm`` columns named from it, so no other module
+spells a key itself) and for reading a stored graph back with errors that say which
+function to run first.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def random_walk_tree(n_fates: int, n_cells: int, seed: int, *, n_genes: int = 20
     log-normal; negative-binomial counts with mean-dependent dispersion, and dropout that is
     more frequent at low means. ``obs["true_pseudotime"]`` (steps from the root),
     ``obs["true_branch"]`` and ``uns["true_parent"]`` (each branch's parent, "-1" for the
-    root's) hold the truth. Used by ``benchmarks/topology_random_walks.py`` and the tests.
+    root's) hold the truth. Used by the topology benchmarks and the tests.
     """
     import pandas as pd
     from anndata import AnnData
@@ -232,7 +232,7 @@ def curved_tree(seed: int, *, n_cells: int = 1500, n_dims: int = 50, noise: floa
     100 are constant ("constant"), 40 follow such a curve plus a ramp of ±1–2 over the first 0.3 of
     time past the fork on one fate ("branch", ``var["true_branch"]`` names it). ``obs`` holds
     ``true_pseudotime`` and ``true_branch`` ("branch_0" the trunk, "branch_1" and "branch_2" the fates).
-    Used by ``benchmarks/branch_calibration.py --generator curves`` and the tests.
+    Used by the branch-test calibration benchmark (generator "curves") and the tests.
     """
     import pandas as pd
     from anndata import AnnData
@@ -296,8 +296,8 @@ def dla_with_genes(seed: int, *, n_branches: int = 3, n_cells: int = 2000, n_dim
     width 5–20 % of the tree's span) on every branch (``var["true_program"]`` "shared"), 100 are
     constant ("constant"), 60 ramp by ±1–2 along one side branch ("branch", ``var["true_branch"]``
     names it). ``obs`` holds ``true_pseudotime`` (in steps) and ``true_branch`` ("branch_0" the backbone).
-    ``n_branches`` (walks, ≥ 2) as in ``dla_tree``. Used by ``benchmarks/branch_calibration.py
-    --generator dla`` and the tests.
+    ``n_branches`` (walks, ≥ 2) as in ``dla_tree``. Used by the branch-test calibration benchmark
+    (generator "dla") and the tests.
     """
     import pandas as pd
     from anndata import AnnData
@@ -426,8 +426,8 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
     their truth in ``var``: ``true_program``, ``true_branch``, ``true_base_mean``) or ``"random_walk"``
     (:func:`random_walk_tree`, whose genes all mix programs that part gradually after the fork, so
     that nearly every variable gene differs between the branches). The calibration of
-    ``tl.branch_test`` on a learned pseudotime is measured on both, by the tests and by
-    ``benchmarks/branch_calibration.py``.
+    ``tl.branch_test`` on a learned pseudotime is measured on both, by the tests and by the
+    branch-test calibration benchmark.
 
     With ``shared_in_pca`` the shared genes are appended to the log-normalised values before the
     PCA and marked highly variable, so that the PCA and the tree read them too, as they read the

@@ -38,6 +38,8 @@ OWN_OPTIONS = {"use_rep": "--use-rep", "random_state": "--random-state", "maxite
 CHUNKED_METHODS = ("ddrtree", "rpg", "rpg_l1")
 #: Cells per chunk when a .zarr input is opened lazily without --chunks.
 LAZY_CHUNK = 100_000
+#: Resolution (dots per inch) of the images the commands write: print quality, whatever matplotlibrc says.
+PLOT_DPI = 150
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,8 +154,9 @@ def _demo(args) -> int:
     support = entry["branch_support"]["branch_point_support"]
     h5ad, png = args.out / "demo.h5ad", args.out / "tree.png"
     _write_atomically(h5ad, adata.write_h5ad)
-    _write_atomically(png, lambda path: pl.tree(adata, "rpg", basis="X_pca", color="rpg_pseudotime", save=path,
-                                                 show=False))
+    with matplotlib.rc_context({"savefig.dpi": PLOT_DPI}):
+        _write_atomically(png, lambda path: pl.tree(adata, "rpg", basis="X_pca", color="rpg_pseudotime", save=path,
+                                                     show=False))
 
     print("scskeleton demo: principal tree (tl.rpg, defaults) on simulated UMI counts")
     print(f"  cells                  {adata.n_obs} ({adata.n_vars} genes, {args.n_leaves} true fates)")
@@ -234,10 +237,11 @@ def _fit(args) -> int:
 
         matplotlib.use("Agg")
         pseudotime = f"{key}_pseudotime"
-        _write_atomically(args.plot, lambda path: pl.tree(
-            adata, key, color=pseudotime if pseudotime in adata.obs else None, save=path, show=False,
-            show_branch_points=args.method in ("ddrtree", "rpg"),
-        ))
+        with matplotlib.rc_context({"savefig.dpi": PLOT_DPI}):
+            _write_atomically(args.plot, lambda path: pl.tree(
+                adata, key, color=pseudotime if pseudotime in adata.obs else None, save=path, show=False,
+                show_branch_points=args.method in ("ddrtree", "rpg"),
+            ))
     entry = adata.uns[key]
     n_nodes = entry["nodes"].shape[0] if "nodes" in entry else adata.n_obs
     summary = f"{adata.n_obs} cells, {n_nodes} nodes, {entry['n_iter']} iterations"

@@ -2,7 +2,10 @@
 
 Importing this package does not import dask; only the submodules that run a chunked
 computation do, so the in-memory path never needs it (``pip install "scskeleton[dask]"``
-adds it). See ``shared/DESIGN.md``, "One chunked pass over cells".
+adds it). Every N-sized quantity is written once as a map over row blocks followed by a
+reduction of small K × K, K × D or D × D sums: the in-memory path loops over numpy blocks,
+this path maps the same block function over dask chunks and reduces on the driver, and no
+N × K matrix that can be recomputed block by block is kept.
 """
 
 from __future__ import annotations

@@ -17,6 +17,12 @@ def krumsiek11() -> AnnData:
     become strings and the labels plain strings, so the object can be written
     to .h5ad (anndata refuses pandas' nullable strings unless pandas is 3 or
     newer).
+
+    Returns
+    -------
+    AnnData of 640 cells × 11 genes: the simulated expression in ``X``,
+    ``obs["cell_type"]`` (categorical: ``"Ery"``, ``"Mk"``, ``"Mo"``, ``"Neu"``,
+    ``"progenitor"``), and scanpy's ``uns["iroot"]`` and ``uns["highlights"]``.
     """
     import scanpy as sc
 
@@ -36,6 +42,11 @@ def toggleswitch() -> AnnData:
 
     Two mutually repressing genes: a single progenitor state splits into two
     branches. Cell names are made unique.
+
+    Returns
+    -------
+    AnnData of 200 cells × 2 genes (``"0"``, ``"1"``): the simulated expression
+    in ``X``, and scanpy's ``uns["iroot"]``.
     """
     import scanpy as sc
 

@@ -30,8 +30,8 @@ def cell_cycle(
     (log-normal, sd 0.3), and counts are negative-binomial with the given
     ``dispersion`` (the size parameter r: variance μ + μ²/r). On the principal
     components of the log-normalised counts the cells form a ring around an
-    empty centre, a loop for ``tl.rpg_l1`` (``docs/methods/rpg.md``, *Loops
-    need a hole*).
+    empty centre, a loop for ``tl.rpg_l1`` (loops need a hole; see the
+    documentation's background page on RPG).
 
     Parameters
     ----------

@@ -57,8 +57,8 @@ def dla_tree(
         the step's standard deviation. The default 4 blurs each walk over
         about 30 steps, so a kNN graph joins the cells of a branch into one
         connected, noisy curve while every branch stays resolved (a kNN
-        classifier on 20 PCs recovers ``true_branch`` for about 97 % of
-        cells); below about 2 the kNN graph breaks the walks into pieces.
+        classifier on 20 PCs recovers ``true_branch`` for nearly every cell);
+        below about 2 the kNN graph breaks the walks into pieces.
         PHATE's own generator uses about 7 in these units, in 100
         dimensions.
     random_state

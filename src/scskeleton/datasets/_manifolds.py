@@ -28,9 +28,30 @@ def swiss_roll(
 
     ``obs["true_u"]`` is the arc length along the spiral (from t = 1.5π),
     ``obs["true_v"]`` the height h: the roll unrolled without distortion.
-    ``obs["true_t"]`` is the angle t. ``noise`` adds isotropic Gaussian noise.
-    Successive turns are 2π apart: with few points a k-nearest-neighbour graph
-    short-circuits between them (200 points: about 6 neighbours at most).
+    ``obs["true_t"]`` is the angle t. Successive turns are 2π apart: with few
+    points a k-nearest-neighbour graph short-circuits between them (at 200
+    points, beyond about 6 neighbours).
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 200.
+    height
+        Extent of the roll along its axis. Default 15, about the roll's outer
+        radius, so that it is a sheet rather than a ribbon.
+    noise
+        Standard deviation of isotropic Gaussian noise. Default 0: the exact
+        manifold.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 3 (features ``"x"``, ``"y"``, ``"z"``), the points
+    in ``X`` (float32) and ``obsm["X_pca"]`` (float64), the unrolled
+    coordinates (``true_u``, ``true_v``) in ``obsm["X_true"]``, ``obs["true_u"]``, ``obs["true_v"]``,
+    ``obs["true_t"]`` and ``uns["shape"]`` = ``"swiss_roll"``.
     """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     height = check_positive("height", height, role="extent of the roll along its axis")
@@ -54,8 +75,31 @@ def sine_surface(
     """A 3-D sine surface: (x, y, amplitude · sin x) for x in [0, 2π·n_periods], y in [0, ``width``].
 
     A corrugated sheet, isometric to a rectangle: ``obs["true_u"]`` is the arc
-    length along the sine curve, ``obs["true_v"]`` = y. ``noise`` adds
-    isotropic Gaussian noise.
+    length along the sine curve, ``obs["true_v"]`` = y.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 200.
+    n_periods
+        Number of sine periods along x. Default 1.5.
+    amplitude
+        Height of the sine waves (≥ 0; 0 gives a flat rectangle). Default 2.
+    width
+        Extent along the flat direction y. Default 6.
+    noise
+        Standard deviation of isotropic Gaussian noise. Default 0: the exact
+        manifold.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 3 (features ``"x"``, ``"y"``, ``"z"``), the points
+    in ``X`` (float32) and ``obsm["X_pca"]`` (float64), the unrolled
+    coordinates (``true_u``, ``true_v``) in ``obsm["X_true"]``, ``obs["true_u"]``, ``obs["true_v"]`` and
+    ``uns["shape"]`` = ``"sine_surface"``.
     """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     n_periods = check_positive("n_periods", n_periods, role="number of sine periods")

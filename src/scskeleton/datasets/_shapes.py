@@ -18,7 +18,26 @@ from ..tl._inputs import check_random_state
 def circle(
     n_cells: int = 100, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
-    """Points around the unit circle: a loop. ``obs["true_angle"]`` in [0, 2π)."""
+    """Points around the unit circle: a loop.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 100: enough for a smooth loop.
+    noise
+        Standard deviation of the Gaussian noise added to each coordinate.
+        Default 0.05: a thin ring around an empty centre.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
+    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
+    default ``use_rep``), ``obs["true_angle"]`` (in [0, 2π)) and ``uns["shape"]`` =
+    ``"circle"``.
+    """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     angle = rng.uniform(0, 2 * np.pi, n_cells)
     points = np.column_stack([np.cos(angle), np.sin(angle)])
@@ -28,7 +47,26 @@ def circle(
 def moons(
     n_cells: int = 200, *, noise: float = 0.03, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
-    """Two interleaved, separated half circles. ``obs["true_component"]`` is 0 or 1."""
+    """Two interleaved, separated half circles.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 200: 100 per moon.
+    noise
+        Standard deviation of the Gaussian noise added to each coordinate.
+        Default 0.03: the moons stay well apart.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
+    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
+    default ``use_rep``), ``obs["true_component"]`` (categorical, ``"0"`` or ``"1"``),
+    ``obs["true_angle"]`` (in [0, π]) and ``uns["shape"]`` = ``"moons"``.
+    """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     label = np.arange(n_cells) % 2
     angle = rng.uniform(0, np.pi, n_cells)
@@ -45,7 +83,26 @@ def three_clusters(
     n_cells: int = 300, *, noise: float = 0.08, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
     """Three Gaussian clusters at the corners of a triangle, joined by a few
-    sparse bridge points (weakly connected). ``obs["true_component"]``."""
+    sparse bridge points (one per 100 points): weakly connected.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 300: 100 per cluster.
+    noise
+        Standard deviation of the Gaussian noise added to each coordinate.
+        Default 0.08: compact clusters, well apart.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
+    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
+    default ``use_rep``), ``obs["true_component"]`` (categorical, ``"0"``–``"2"``) and
+    ``uns["shape"]`` = ``"three_clusters"``.
+    """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     centers = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 0.9]])
     label = np.arange(n_cells) % 3
@@ -61,7 +118,28 @@ def distorted_s(
     n_cells: int = 100, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
     """An S-shaped curve with position-dependent noise: a single path.
-    ``obs["true_position"]`` runs from 0 to 1 along the curve."""
+
+    The noise grows along the curve, from half ``noise`` at its start to 1.5
+    times ``noise`` at its end.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 100: enough for a smooth curve.
+    noise
+        Standard deviation of the Gaussian noise added to each coordinate.
+        Default 0.05: the curve stays a thin band.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
+    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
+    default ``use_rep``), ``obs["true_position"]`` (from 0 to 1 along the curve) and
+    ``uns["shape"]`` = ``"distorted_s"``.
+    """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     t = np.sort(rng.uniform(0, 1, n_cells))
     angle = 3 * np.pi * (t - 0.5)
@@ -73,7 +151,26 @@ def distorted_s(
 def spiral(
     n_cells: int = 200, *, noise: float = 0.03, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
-    """An Archimedean spiral of two turns: a single path. ``obs["true_position"]``."""
+    """An Archimedean spiral of two turns: a single path.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 200: enough points on both turns.
+    noise
+        Standard deviation of the Gaussian noise added to each coordinate.
+        Default 0.03: the turns stay apart.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
+    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
+    default ``use_rep``), ``obs["true_position"]`` (from 0 at the centre to 1 at the
+    outer end) and ``uns["shape"]`` = ``"spiral"``.
+    """
     rng, n_cells, noise = _start(n_cells, noise, random_state)
     t = np.sort(rng.uniform(0, 1, n_cells))
     angle = 4 * np.pi * t + np.pi / 2
@@ -90,8 +187,25 @@ def toy_tree(
     A trunk of unit length forks at ±50° into two branches, one of which forks
     again: 2 branch points, 3 tips besides the root, 5 unit-length branches.
     Points are spread uniformly along the branches with Gaussian noise of
-    standard deviation ``noise``. ``obs["true_pseudotime"]`` (distance from the
-    root along the tree) and ``obs["true_branch"]`` (categorical).
+    standard deviation ``noise``.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3). Default 300: 60 points per branch.
+    noise
+        Standard deviation of the Gaussian noise added to each coordinate.
+        Default 0.05: the branches stay thin against their unit length.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
+    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
+    default ``use_rep``), ``obs["true_pseudotime"]`` (distance from the root along the
+    tree), ``obs["true_branch"]`` (categorical) and ``uns["shape"]`` = ``"toy_tree"``.
     """
     from ._branching import _skeleton
 

@@ -109,8 +109,8 @@ def simulate_trajectory(
     ``transient_fraction``; it is back to zero at the end of the stretch and
     is not inherited. Genes that change nowhere are constant in their
     unnormalised mean; their share of a cell's counts (see Counts) falls
-    where other genes rise, by 14 and 28 % from root to tips on two 2-fate
-    trees, so after ``normalize_total`` they are not null genes for a trend test.
+    where other genes rise, so after ``normalize_total`` they are not null
+    genes for a trend test.
 
     **Counts.** Cell ``c`` has library size ``L_c = library_size ·
     exp(N(0, library_sd²))`` (so ``library_size`` is the median total UMIs).
@@ -144,10 +144,9 @@ def simulate_trajectory(
 
     **Signal strength.** The defaults aim at a good differentiation data set,
     neither trivial nor hopeless: after ``normalize_total``, ``log1p``, 1,000
-    highly variable genes and 30 PCs, a 15-nearest-neighbour classifier
-    recovers ``true_branch`` for 89–97 % of cells (1,000 or 10,000 cells, 2–6
-    fates, several seeds), while cells within 0.1 of a fork are assigned to
-    the right side only 25–85 % of the time: branches overlap near the forks.
+    highly variable genes and 30 PCs, a nearest-neighbour classifier recovers
+    ``true_branch`` for most cells away from the forks, while near a fork the
+    branches overlap and many cells cannot be told apart.
     The counts are drawn block by block, so memory beyond the output stays
     small, and in threads (``n_jobs``).
 

@@ -30,8 +30,32 @@ def blobs(
 ) -> AnnData:
     """Isotropic Gaussian clusters (``sklearn.datasets.make_blobs``).
 
-    Centres are drawn uniformly in [-``center_box``, ``center_box``]^``n_dims``;
-    ``obs["true_component"]`` (categorical) is each cell's cluster.
+    Centres are drawn uniformly in [-``center_box``, ``center_box``]^``n_dims``.
+
+    Parameters
+    ----------
+    n_cells
+        Number of points (≥ 3), shared equally among the clusters. Default 300.
+    n_centers
+        Number of clusters (1 to ``n_cells``). Default 3.
+    n_dims
+        Number of features. Default 2, a plane that plots as it is.
+    cluster_std
+        Standard deviation of each cluster. Default 0.5: clusters usually lie
+        many standard deviations apart within the default box, i.e. separate.
+    center_box
+        Half-width of the box the centres are drawn in. Default 10, as in
+        scikit-learn.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × ``n_dims`` (features ``"x"``, ``"y"`` in 2-D, else
+    ``"feature_0"``, …), the points in ``X`` (float32) and ``obsm["X_pca"]``
+    (float64), ``obs["true_component"]`` (categorical, each cell's cluster) and
+    ``uns["blobs"]`` (``n_centers``, ``cluster_std``, ``center_box``).
     """
     n_cells = check_integer("n_cells", n_cells, low=3)
     n_centers = check_integer("n_centers", n_centers, low=1, high=n_cells)
@@ -60,9 +84,31 @@ def line_and_circle(
     The line is y = 3 (x - 0.5) for x uniform in [0, 1] (the paper's "Line");
     the circle has the given ``radius`` and is centred at ``offset``
     (the paper varies this offset). Gaussian noise of standard deviation
-    ``noise`` is added to both. ``obs["true_component"]`` is ``"line"`` or
-    ``"circle"``; ``obs["true_position"]`` is x along the line and the angle
-    (in [0, 2π)) around the circle.
+    ``noise`` is added to both.
+
+    Parameters
+    ----------
+    n_line, n_circle
+        Number of points on the line (≥ 2) and on the circle (≥ 3). Default
+        200 each, so that both structures are sampled alike.
+    offset
+        Centre of the circle. Default (2.5, 0): with the default ``radius`` a
+        gap of 0.5 separates the circle from the line's end.
+    radius
+        Radius of the circle. Default 1.
+    noise
+        Standard deviation of the Gaussian noise. Default 0.03: thin structures.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_line + n_circle`` × 2 (features ``"x"``, ``"y"``; the line
+    first), the points in ``X`` (float32) and ``obsm["X_pca"]`` (float64),
+    ``obs["true_component"]`` (``"line"`` or ``"circle"``), ``obs["true_position"]``
+    (x along the line, the angle in [0, 2π) around the circle) and
+    ``uns["line_and_circle"]`` (``offset_x``, ``offset_y``, ``radius``, ``noise``).
     """
     n_line = check_integer("n_line", n_line, low=2)
     n_circle = check_integer("n_circle", n_circle, low=3)
@@ -103,9 +149,31 @@ def noisy_moons(
     the paper's augmented two-moon data (400 points, 2 + 1000 features). The
     paper does not give the moons' scale; with the default 0.2 the moons span
     0.6 × 0.3 and vary less than each noise feature (variance 1/12), the
-    regime in which FSL recovers them (``docs/methods/esl_fsl.md``).
-    ``var["informative"]`` marks the two true features;
-    ``obs["true_component"]`` is the moon.
+    regime in which FSL recovers them (see the documentation's background
+    page on ESL and FSL).
+
+    Parameters
+    ----------
+    n_cells
+        Number of points. Default 400, as in the paper.
+    n_noise
+        Number of uniform noise features (≥ 0). Default 1000, as in the paper.
+    scale
+        Factor on the moons' coordinates. Default 0.2 (see above).
+    noise
+        Standard deviation of the moons' Gaussian noise, before ``scale``.
+        Default 0.03, as in :func:`~scskeleton.datasets.moons`.
+    random_state
+        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
+        Default 0, so that the same call gives the same points.
+
+    Returns
+    -------
+    AnnData of ``n_cells`` × (2 + ``n_noise``), the features in ``X`` (float32)
+    and ``obsm["X_pca"]`` (float64), ``var["informative"]`` (``True`` for
+    ``"x"`` and ``"y"``), ``obs["true_component"]`` (the moon) and
+    ``obs["true_angle"]``, and ``uns["noisy_moons"]`` (``n_noise``, ``scale``,
+    ``noise``).
     """
     n_noise = check_integer("n_noise", n_noise, low=0)
     scale = check_positive("scale", scale)

@@ -1,7 +1,7 @@
 """Plots of stored graphs and trajectories (``sks.pl``).
 
-Every plot reads only the AnnData schema written by ``sks.tl`` (see
-``shared/DESIGN.md``), never refits anything, and follows ``scanpy.pl``:
+Every plot reads only the AnnData schema written by ``sks.tl`` (listed in the
+API reference), never refits anything, and follows ``scanpy.pl``:
 ``ax=`` draws into given axes, ``show=None`` shows only when matplotlib is
 interactive, ``save=`` writes the figure to a path, and the return value is the
 Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None``.

@@ -5,15 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from anndata import AnnData
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from ..tl._inputs import check_gene_symbols, gene_columns
 from ._trends import _time_label
-from ._utils import branch_names, check_groupby, finish, new_axes, place_legend
+from ._utils import (
+    add_extra_legend,
+    branch_names,
+    check_groupby,
+    finish,
+    lineage_colors,
+    new_axes,
+    place_legend,
+    resolve_result,
+)
 
 #: The largest rise of a gene on any lineage is drawn at this marker area; smaller rises scale down ...
 LARGEST_MARKER = 80.0
@@ -21,6 +30,8 @@ LARGEST_MARKER = 80.0
 SMALLEST_MARKER = 12.0
 #: Height of one gene's row in inches, when the figure is made here.
 ROW_HEIGHT = 0.22
+#: The shares of a gene's largest rise shown in the legend of marker sizes.
+SIZE_LEGEND_SHARES = (1.0, 0.5, 0.25)
 
 
 def activation(
@@ -44,9 +55,11 @@ def activation(
     lineage the gene activates on, at its activation pseudotime
     (``varm[f"{key}_time"]``), coloured by lineage, its area in proportion to
     the gene's rise on that lineage (``varm[f"{key}_rise"]``) relative to its
-    largest. A grey line joins a gene's markers: how far apart the lineages
-    switch it on. Lineages are named by their milestones (``"root → tip 2"``)
-    or, with ``groupby``, by their cells' most common label. With
+    largest (a second legend gives the scale). A grey line joins a gene's
+    markers: how far apart the lineages switch it on. Lineages are named by
+    their milestones (``"root → tip 2"``) or, with ``groupby``, by their
+    cells' most common label and drawn in that label's colour
+    (``adata.uns[f"{groupby}_colors"]``, as in scanpy's plots). With
     ``direction="down"`` in ``tl.activation`` the times are those of the
     first significant fall.
 
@@ -55,7 +68,9 @@ def activation(
     adata
         Annotated data matrix on which ``tl.activation`` has run.
     key
-        Its ``key_added``, e.g. ``"rpg_activation"``.
+        Its ``key_added``, e.g. ``"rpg_activation"``, or the key of the graph
+        it ran on (``"rpg"``): then the one ``tl.activation`` result computed
+        on that graph (a KeyError lists them when there are several; pass one).
     genes
         Genes to draw (``var_names`` or, with ``gene_symbols``, that column's
         values). ``None`` (default): the ``n_genes`` that activate earliest.
@@ -65,10 +80,13 @@ def activation(
     gene_symbols
         An ``adata.var`` column that names the genes, in ``genes`` and on the axis.
     groupby
-        An ``.obs`` column, e.g. ``"cell_type"``: name the lineages by it.
+        An ``.obs`` column, e.g. ``"cell_type"``: name and colour the lineages
+        by it (each in the colour of its cells' most common category). Default:
+        milestone names, ``tab10`` colours.
     legend_loc
-        Where the legend of lineages goes: ``"right margin"`` (default), a
-        matplotlib location or ``None`` for none.
+        Where the legends of lineages and of marker sizes go: ``"right
+        margin"`` (default, one above the other), a matplotlib location or
+        ``None`` for neither.
     figsize
         Size of the figure made when ``ax`` is ``None`` (default: 6 inches
         wide, a row per gene high).
@@ -78,8 +96,9 @@ def activation(
     Examples
     --------
     >>> sks.tl.activation(adata, "rpg", genes=called)
-    >>> sks.pl.activation(adata, "rpg_activation", groupby="cell_type")
+    >>> sks.pl.activation(adata, "rpg", groupby="cell_type")  # or "rpg_activation"
     """
+    key = resolve_result(adata, key, ("activation",), caller="sks.pl.activation")
     result = _activation_result(adata, key)
     check_groupby(adata, groupby)
     check_gene_symbols(adata, gene_symbols)
@@ -90,7 +109,7 @@ def activation(
     rows = _rows(adata, earliest, genes, n_genes, gene_symbols, key)
     lineages = [str(leaf) for leaf in result["lineages"]]
     names = branch_names(adata, key, groupby)
-    colors = plt.get_cmap("tab10").colors
+    colors = lineage_colors(adata, key, lineages, groupby)
 
     if figsize is None:
         figsize = (6.0, max(2.0, 1.0 + ROW_HEIGHT * rows.size))
@@ -106,7 +125,7 @@ def activation(
         share = np.divide(rises[rows[active], lineage], largest[active], out=np.ones(int(active.sum())),
                           where=largest[active] > 0)
         ax.scatter(times[rows[active], lineage], np.flatnonzero(active),
-                   s=np.maximum(LARGEST_MARKER * share, SMALLEST_MARKER), color=colors[lineage % len(colors)],
+                   s=np.maximum(LARGEST_MARKER * share, SMALLEST_MARKER), color=colors[lineage],
                    label=names.get(leaf, f"lineage to segment {leaf}"), zorder=2, edgecolors="white", linewidths=0.5)
     labels = adata.var[gene_symbols] if gene_symbols is not None else adata.var_names
     ax.set_yticks(np.arange(rows.size))
@@ -116,8 +135,17 @@ def activation(
     falls = result.get("params", {}).get("direction") == "down"
     ax.set_title("first significant fall along each lineage" if falls else "activation along each lineage",
                  fontsize="medium")
-    place_legend(ax, legend_loc, fontsize="small",
-                 title="lineage" if groupby is None else f"lineage (named by {groupby.replace('_', ' ')})")
+    legend = place_legend(ax, legend_loc, fontsize="small",
+                          title="lineage" if groupby is None else f"lineage (named by {groupby.replace('_', ' ')})")
+    if legend is not None:
+        legend.set_alignment("left")
+    # markersize is a diameter in points, the scatter's s an area in points²
+    sizes = [Line2D([], [], linestyle="none", marker="o", markerfacecolor="0.6", markeredgecolor="white",
+                    markersize=np.sqrt(max(LARGEST_MARKER * share, SMALLEST_MARKER)), label=f"{share:.0%}")
+             for share in SIZE_LEGEND_SHARES]
+    sized = add_extra_legend(ax, sizes, legend_loc, title="rise, share of\nthe gene's largest", last=True)
+    if sized is not None:
+        sized.set_alignment("left")
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 

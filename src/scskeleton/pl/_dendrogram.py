@@ -304,11 +304,16 @@ def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tupl
                zorder=4)
     if show_labels:
         named = set()
-        for (x, y), (_, name) in zip(points, milestones):
+        starts = {(float(layout.start[i]), float(layout.position[i])) for i, up in enumerate(layout.parent)
+                  if up is None and drawn[i]}
+        for (x, y), ((time, place), name) in zip(points, milestones):
             if name in named:  # segments that meet end at one node: its name once, at the first of its points
                 continue
             named.add(name)
-            ax.annotate(name, xy=(x, y), xytext=(3, 4), textcoords="offset points", fontsize="small",
+            # a root's name before it along pseudotime: after it, it ran into the name of a fork close by
+            before = (float(time), float(place)) in starts and dims[0] == 0
+            ax.annotate(name, xy=(x, y), xytext=(-3, 4) if before else (3, 4), textcoords="offset points",
+                        ha="right" if before else "left", fontsize="small",
                         color=edge_color, zorder=5, gid=MILESTONES_GID,
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.7})
 

@@ -117,7 +117,8 @@ def fates(
         Draw the graph's edges, root and branch points over the cells. Panels
         only (the triangle has no place for the graph's nodes).
     size
-        Cell marker size, as in :func:`scanpy.pl.embedding`.
+        Cell marker area in points², as in :func:`scanpy.pl.embedding`
+        (default: ``120000 / n_cells`` kept within 0.5–60, as in :func:`~scskeleton.pl.tree`).
     cmap
         Colour map of the probabilities (panels) or of a continuous ``color``
         (ternary).

@@ -24,10 +24,13 @@ from ._utils import (
     check_groupby,
     finish,
     group_labels,
+    lineage_colors,
     obs_label,
     panel_grid,
     place_legend,
+    resolve_result,
     tidy_panels,
+    wrap_long_labels,
 )
 
 #: ``standard_scale`` values, as in ``scanpy.pl.heatmap``.
@@ -39,6 +42,8 @@ MAX_GENE_LABELS = 80
 MODULE_GREYS = ("0.35", "0.75")
 #: Points between the colour bar's label and the legend of the ``groupby`` categories.
 LEGEND_PAD = 8.0
+#: A block of the heatmap is at least this share of the width a lineage spanning the whole grid gets.
+MIN_BLOCK_SHARE = 0.3
 
 
 def module_heatmap(
@@ -81,7 +86,10 @@ def module_heatmap(
     adata
         Annotated data matrix on which ``tl.trend_modules`` has run.
     key
-        Its ``key_added``, e.g. ``"rpg_association_modules"``.
+        Its ``key_added``, e.g. ``"rpg_association_modules"``, or the key of
+        the graph whose test it clustered (``"rpg"``): then the one
+        ``tl.trend_modules`` result of a test on that graph (a KeyError lists
+        them when there are several; pass one).
     groupby
         A categorical, string or boolean ``.obs`` column to annotate
         pseudotime with and to name the blocks by (a numeric one is refused).
@@ -109,7 +117,7 @@ def module_heatmap(
     The Figure when ``return_fig=True``, else the heatmap Axes (one per block)
     when ``show=False``, else ``None``.
     """
-    entry, result_key, result = _modules(adata, key, "sks.pl.module_heatmap")
+    key, entry, result_key, result = _modules(adata, key, "sks.pl.module_heatmap")
     if standard_scale not in STANDARD_SCALES:
         raise ValueError(f"standard_scale must be one of {STANDARD_SCALES}; got {standard_scale!r}.")
     check_groupby(adata, groupby)
@@ -133,11 +141,15 @@ def module_heatmap(
     names = (adata.var[gene_symbols] if gene_symbols is not None else adata.var_names.to_series()).to_numpy()[columns]
 
     n_blocks = len(blocks)
+    spans = _block_spans(curves, grid.size)
+    # each block as wide as its lineage runs (at one time scale, but never a sliver): on the whole grid a
+    # lineage that ends early left half its block blank
+    shares = [max((end - first) / grid.size, MIN_BLOCK_SHARE) for first, end in spans]
     body = min(0.18 * len(columns), 12.0)
     top = 0.25 if groupby is not None else 0.0  # inches of the groupby bar
-    figsize = figsize or (1.5 + 3.0 * n_blocks, 1.2 + top + body)
+    figsize = figsize or (1.5 + 3.0 * sum(shares), 1.2 + top + body)
     fig = plt.figure(figsize=figsize)
-    ratios = [0.15] + [1.0] * n_blocks + [0.06]
+    ratios = [0.15] + shares + [0.06]
     grid_spec = fig.add_gridspec(2, n_blocks + 2, width_ratios=ratios, height_ratios=[max(top, 0.01), max(body, 1.0)],
                                  wspace=0.05, hspace=0.02)
     module_colors = _module_colors(adata, key, len(labels.cat.categories))
@@ -145,6 +157,7 @@ def module_heatmap(
     side.imshow(modules[:, None], aspect="auto", interpolation="nearest", cmap=ListedColormap(module_colors),
                 vmin=-0.5, vmax=len(module_colors) - 0.5)
     side.set_xticks([])
+    side.grid(False)
     # upright, below the narrow bar: written across it, the word ran into the first panel's time ticks
     # ("module0"), and above it into the label of the groupby bar
     side.set_xlabel("module", fontsize="small", rotation=90, va="top")
@@ -162,35 +175,72 @@ def module_heatmap(
                       color=_text_color(module_colors[module]))
     panels = []
     group_colors = None
-    colormap = plt.get_cmap(cmap).copy()
-    colormap.set_bad("white")
+    colormap = plt.get_cmap(cmap).with_extremes(bad="white")
     for b, block in enumerate(blocks):
         ax = fig.add_subplot(grid_spec[1, b + 1])
         shown = ax.imshow(np.ma.masked_invalid(values[:, b, :]), aspect="auto", interpolation="nearest",
                           cmap=colormap, vmin=vmin, vmax=vmax)
-        ticks = [t for t in MaxNLocator(nbins=3).tick_values(grid[0], grid[-1]) if grid[0] <= t <= grid[-1]]
+        first, end = spans[b]
+        low, high = grid[first], grid[end - 1]
+        ticks = [t for t in MaxNLocator(nbins=3).tick_values(low, high) if low <= t <= high]
         ax.set_xticks(np.interp(ticks, grid, np.arange(grid.size)), [f"{t:g}" for t in ticks])
+        ax.set_xlim(first - 0.5, end - 0.5)  # the groupby bar above shares it
         ax.set_yticks([])
-        ax.set_xlabel(_time_label(adata, result))
+        ax.grid(False)
+        if n_blocks == 1:
+            ax.set_xlabel(_time_label(adata, result))
         for boundary in np.flatnonzero(np.diff(modules)) + 0.5:
             ax.axhline(boundary, color="white", linewidth=0.8)
         if groupby is not None:
             bar = fig.add_subplot(grid_spec[0, b + 1], sharex=ax)
             group_colors = _draw_groups(bar, adata, groupby, members[b], times, grid, label=b == 0)
+            bar.grid(False)
             bar.set_title(block, fontsize="medium")  # above the bar, which would hide a title of the heatmap
         else:
             ax.set_title(block, fontsize="medium")
         panels.append(ax)
+    if n_blocks > 1:  # one label of the time axis under all the blocks: under each, it ran into the next one's
+        _shared_label(fig.add_subplot(grid_spec[1, 1:n_blocks + 1]), _time_label(adata, result))
     colorbar = fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
                             label="scaled expression" if standard_scale else "expression")
+    colorbar.ax.grid(False)
     if group_colors is not None:
         _group_legend(fig, colorbar.ax, list(group_labels(adata, groupby).categories), group_colors,
                       obs_label(adata, groupby))
+    wrap_long_labels(panels)
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)
 
 
-def _modules(adata: AnnData, key: str, caller: str) -> tuple[Mapping, str, Mapping]:
-    """The trend_modules entry, the name of the test it clustered and that test's entry, all checked."""
+def _shared_label(ax, label: str) -> None:
+    """Make ``ax``, laid over the heatmap's blocks, an invisible carrier of their shared x-axis label.
+
+    It gets one tick label like the blocks' (drawn in no colour), so that the
+    label sits just under the blocks' time ticks, wherever the figure is laid out.
+    """
+    ax.set_zorder(-1)
+    ax.patch.set_visible(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.grid(False)
+    ax.set_yticks([])
+    ax.set_xticks([0.5], ["0"])
+    ax.tick_params(axis="x", colors="none")
+    ax.set_xlabel(label, color=plt.rcParams["axes.labelcolor"])
+
+
+def _block_spans(curves: np.ndarray, n_grid: int) -> list[tuple[int, int]]:
+    """Per block (axis 1 of G × blocks × grid curves), the grid columns [first, end) its curves are defined on."""
+    spans = []
+    for b in range(curves.shape[1]):
+        defined = np.flatnonzero(np.isfinite(curves[:, b, :]).any(axis=0))
+        spans.append((int(defined[0]), int(defined[-1]) + 1) if defined.size else (0, n_grid))
+    return spans
+
+
+def _modules(adata: AnnData, key: str, caller: str) -> tuple[str, Mapping, str, Mapping]:
+    """The key of the trend_modules result (``key`` itself, or the one computed on the graph ``key``), its
+    entry, the name of the test it clustered and that test's entry, all checked."""
+    key = resolve_result(adata, key, ("trend_modules",), caller=caller)
     entry = adata.uns.get(key)
     if not isinstance(entry, Mapping) or entry.get("method") != "trend_modules":
         found = [k for k, v in adata.uns.items() if isinstance(v, Mapping) and v.get("method") == "trend_modules"]
@@ -203,7 +253,7 @@ def _modules(adata: AnnData, key: str, caller: str) -> tuple[Mapping, str, Mappi
     if missing:
         raise KeyError(f"The modules {key!r} are incomplete: {missing} missing (subset or edited since?); rerun "
                        "the test and tl.trend_modules.")
-    return entry, result_key, result
+    return key, entry, result_key, result
 
 
 def _block_curves(curves: np.ndarray) -> np.ndarray:
@@ -220,6 +270,16 @@ def _block_names(adata: AnnData, key: str, result: Mapping, n_blocks: int, group
         names = branch_names(adata, key, groupby)
         return [names[str(label)] for label in result["branches"]]
     return ["path"][:n_blocks]
+
+
+def _block_colors(adata: AnnData, key: str, result: Mapping, n_blocks: int, groupby: str | None) -> list:
+    """Each block's colour: with ``groupby``, that of its lineage's or branch's category (as in
+    ``pl.activation`` and ``pl.trends``); else ``tab10``."""
+    if result["method"] == "association_test":
+        return lineage_colors(adata, key, list(result["lineages"]), groupby)
+    if result["method"] in BRANCHED:
+        return lineage_colors(adata, key, list(result["branches"]), groupby)
+    return lineage_colors(adata, key, ["path"][:n_blocks], None)
 
 
 def _block_members(adata: AnnData, key: str, result: Mapping, n_blocks: int, times: np.ndarray) -> list[np.ndarray]:
@@ -314,8 +374,7 @@ def _draw_groups(ax, adata: AnnData, groupby: str, inside: np.ndarray, times: np
     np.add.at(table, (_bins(times[cells], grid), codes[cells]), 1.0)
     majority = np.where(table.sum(axis=1) > 0, table.argmax(axis=1), np.nan)
     colors = category_colors(adata, groupby, categories)
-    colormap = ListedColormap(colors)
-    colormap.set_bad("white")
+    colormap = ListedColormap(colors).with_extremes(bad="white")
     ax.imshow(np.ma.masked_invalid(majority[None, :]), aspect="auto", interpolation="nearest", cmap=colormap,
               vmin=-0.5, vmax=len(categories) - 0.5)
     ax.set_yticks([0], [obs_label(adata, groupby)] if label else [""], fontsize="small")
@@ -343,18 +402,20 @@ def modules(
     mean (``uns[key]["curves"]``). Lineages are drawn on one shared
     pseudotime axis, so a module's behaviour on each lineage can be compared.
     Lineages are named by their milestones (``"root → tip 2"``) or, with
-    ``groupby``, by their cells' most common label.
+    ``groupby``, by their cells' most common label and drawn in its colour
+    (``adata.uns[f"{groupby}_colors"]``, as in ``pl.activation``).
 
     Parameters
     ----------
     adata
         Annotated data matrix on which ``tl.trend_modules`` has run.
     key
-        Its ``key_added``.
+        Its ``key_added`` (``"rpg_association_modules"``), or the key of the
+        graph whose test it clustered (``"rpg"``), as in :func:`module_heatmap`.
     ncols
         Panels per row.
     groupby
-        An ``.obs`` column, e.g. ``"cell_type"``: name the lineages by it.
+        An ``.obs`` column, e.g. ``"cell_type"``: name and colour the lineages by it.
     legend_loc
         Where the legend of lineages goes: ``"right margin"`` (default; one
         legend, beside the last panel of the first row, at the figure's right
@@ -362,7 +423,7 @@ def modules(
     show, save, return_fig
         As in :func:`scskeleton.pl.trends`.
     """
-    entry, result_key, result = _modules(adata, key, "sks.pl.modules")
+    key, entry, result_key, result = _modules(adata, key, "sks.pl.modules")
     check_groupby(adata, groupby)
     labels = adata.var[key]
     categories = list(labels.cat.categories)
@@ -371,7 +432,7 @@ def modules(
     centers = _block_curves(np.asarray(entry["curves"], dtype=float))
     grid = np.asarray(result["grid"], dtype=float)
     blocks = _block_names(adata, result_key, result, curves.shape[1], groupby)
-    colors = plt.get_cmap("tab10").colors
+    colors = _block_colors(adata, result_key, result, len(blocks), groupby)
     fig, panels, created = panel_grid(len(categories), ncols=ncols, ax=None, panel_size=(4.0, 3.0), what="module",
                                 sharex=True)
     for m, (ax, module) in enumerate(zip(panels, categories)):
@@ -381,7 +442,7 @@ def modules(
             np.nanstd(flat, axis=1, keepdims=True) > 0, np.nanstd(flat, axis=1, keepdims=True), 1.0)
         standard = standard.reshape(curves[genes].shape)
         for b, block in enumerate(blocks):
-            colour = colors[b % len(colors)]
+            colour = colors[b]
             shown = standard[: min(genes.size, 50), b, :]
             if shown.size:
                 ax.plot(grid, shown.T, color=colour, alpha=0.15, linewidth=0.6)

@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import sparse
@@ -82,7 +83,7 @@ def tree(
     graph_label: str | None = None,
     axis_name: str | None = None,
     legend_loc: str | None = "right margin",
-    graph_legend_loc: str | None = "best",
+    graph_legend_loc: str | None = "right margin",
     frameon: bool | None = None,
     ax: Axes | None = None,
     show: bool | None = None,
@@ -155,8 +156,9 @@ def tree(
     edge_width
         Line width of the edges, in points.
     size
-        Cell marker size, as in :func:`scanpy.pl.embedding` (default
-        ``120000 / n_cells``).
+        Cell marker area in points², as in :func:`scanpy.pl.embedding`.
+        Default: scanpy's ``120000 / n_cells``, kept within 0.5–60 so that a
+        small data set's cells do not hide the graph.
     ncols
         Panels per row when ``color`` or the column pairs are a list.
     title
@@ -182,10 +184,11 @@ def tree(
         (``"cell type"``).
     graph_legend_loc
         Where the legend of the graph (edges, root, branch points, support)
-        goes: a matplotlib location inside the axes (default ``"best"``),
-        ``"right margin"`` (stacked under the legend of the categories, or
-        right of the colour bar: clear of the cells when they fill the panel)
-        or ``None`` for none.
+        goes: ``"right margin"`` (default: outside the axes, on top of the
+        legend of the categories or right of the colour bar, so that it covers
+        neither the cells nor the support labels), a matplotlib location inside
+        the axes (``"best"``, ``"upper left"``, …; the support labels keep
+        clear of it) or ``None`` for none.
     frameon
         Draw a frame (and axis labels) around the panel; ``None`` follows
         scanpy's setting.
@@ -373,6 +376,9 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
     # to the nearest point: a label cannot tell cells 1 pt apart, and piles of cells shrink to a few obstacles
     obstacles = np.unique(np.round(obstacles), axis=0)
     style = {"fontsize": "small", "color": "0.1"}
+    # legends inside the axes (graph_legend_loc="best", ...) are taken as labels placed already: none goes under one
+    blocked = [np.array([box.x0, box.y0, box.x1, box.y1]) * to_points for box in _legend_boxes(ax)
+               if box.overlaps(frame)]
     shown = [(node, f"{names[node]}: {value:.2f}" if node in names else f"{value:.2f}")
              for node, value in zip(ids.tolist(), values.tolist()) if drawn[node]]
     halves = []
@@ -384,7 +390,7 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
         halves.append(np.array([extent.width, extent.height]) * to_points / 2 + SUPPORT_PAD * fontsize + 1.0)
     anchors = np.array([data.transform(nodes[node]) * to_points for node, _ in shown]).reshape(-1, 2)
     offsets = _place_labels(anchors, np.array(halves).reshape(-1, 2), markers, obstacles,
-                            np.array([frame.x0, frame.y0, frame.x1, frame.y1]) * to_points)
+                            np.array([frame.x0, frame.y0, frame.x1, frame.y1]) * to_points, blocked=blocked)
     for (node, text), offset in zip(shown, offsets):
         ax.annotate(
             text, xy=(nodes[node, 0], nodes[node, 1]), xytext=tuple(offset), textcoords="offset points",
@@ -395,8 +401,14 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
         )
 
 
+def _legend_boxes(ax: Axes) -> list:
+    """Window extents of the visible legends of ``ax`` (scanpy's of the categories, the graph's, …)."""
+    legends = [artist for artist in [ax.get_legend(), *ax.artists] if isinstance(artist, Legend)]
+    return [legend.get_window_extent() for legend in legends if legend.get_visible()]
+
+
 def _place_labels(anchors: np.ndarray, halves: np.ndarray, markers: np.ndarray, obstacles: np.ndarray,
-                  frame: np.ndarray) -> np.ndarray:
+                  frame: np.ndarray, *, blocked: Sequence[np.ndarray] = ()) -> np.ndarray:
     """Offsets (points) of labels of half-size ``halves`` from their ``anchors``, one at a time, greedily.
 
     Each label takes, of the spots :data:`SUPPORT_RADII` × :data:`SUPPORT_ANGLES`
@@ -408,8 +420,9 @@ def _place_labels(anchors: np.ndarray, halves: np.ndarray, markers: np.ndarray, 
     from every cell and node (``obstacles``), then is nearest its anchor. The
     labels are placed in three orders (as given, reversed, most crowded
     first); the order whose placement scores best on the same criteria, summed,
-    wins. Everything is in points; ties go to the earlier candidate, so the
-    result is deterministic.
+    wins. ``blocked`` boxes (x0, y0, x1, y1; legends inside the axes) count as
+    labels placed before all others. Everything is in points; ties go to the
+    earlier candidate, so the result is deterministic.
     """
     rings = np.array([(r * np.cos(a), r * np.sin(a)) for r in SUPPORT_RADII for a in SUPPORT_ANGLES])
     radius = np.hypot(rings[:, 0], rings[:, 1])
@@ -434,21 +447,22 @@ def _place_labels(anchors: np.ndarray, halves: np.ndarray, markers: np.ndarray, 
     orders = [list(range(n)), list(range(n))[::-1], sorted(range(n), key=lambda i: -crowding[i])]
     best_cost, best_choice = None, None
     for order in orders:
-        choice, cost = _greedy_labels(order, anchors, halves, rings, fixed)
+        choice, cost = _greedy_labels(order, anchors, halves, rings, fixed, blocked)
         if best_cost is None or cost < best_cost:
             best_cost, best_choice = cost, choice
     return rings[best_choice]
 
 
-def _greedy_labels(order, anchors, halves, rings, fixed):
+def _greedy_labels(order, anchors, halves, rings, fixed, blocked=()):
     """One greedy pass of :func:`_place_labels` in ``order``: each label's ring index and the summed scores.
 
     ``fixed`` holds each label's scores that do not depend on the others:
-    (outside, covers a node, other nodes under the leader, -clearance, radius).
+    (outside, covers a node, other nodes under the leader, -clearance, radius);
+    ``blocked`` boxes are taken as labels placed before the first.
     """
     choice = np.zeros(len(anchors), dtype=int)
     total = np.zeros(6)
-    boxes: list[np.ndarray] = []  # earlier labels as (x0, y0, x1, y1)
+    boxes: list[np.ndarray] = [np.asarray(box, dtype=float) for box in blocked]  # earlier labels as (x0, y0, x1, y1)
     leaders: list[np.ndarray] = []  # earlier leader lines as (node x, node y, label x, label y)
     for i in order:
         anchor, half = anchors[i], halves[i]

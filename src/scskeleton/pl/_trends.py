@@ -25,14 +25,17 @@ from ._tree import tree as tree_plot
 from ._utils import (
     NODE_ZORDER,
     RESULT_NAMES,
+    SIGNIFICANCE,
     TRACE_WIDTH,
     TRACE_ZORDER,
     add_extra_legend,
+    branch_key,
     branch_names,
     category_colors,
     check_groupby,
     finish,
     format_pvalue,
+    lineage_colors,
     method_name,
     milestone_names,
     new_axes,
@@ -40,6 +43,7 @@ from ._utils import (
     panel_titles,
     place_legend,
     plot_dimensions,
+    resolve_result,
     set_frame,
     tidy_panels,
 )
@@ -55,6 +59,8 @@ CELL_COLOR = "0.6"
 METHODS = ("trends", "branch_test", "fork_test", "association_test")
 #: Results with one curve per branch, cells split by branch.
 BRANCHED = ("branch_test", "fork_test")
+#: Results with edges to highlight on the tree (``pl.path``).
+PATHS = ("trends", "branch_test", "fork_test")
 
 
 def trends(
@@ -89,16 +95,21 @@ def trends(
     ``tl.association_test`` result there is one curve per lineage, over the
     cells on the lineages (x: the graph's pseudotime). Branches and lineages
     are named by their milestones (``"fork 1 → tip 2"``, ``"root → tip 2"``)
-    or, with ``groupby``, by the most common label of their cells. Titles give
-    R² and q (``tl.trends``) or F and q (the tests); a q-value of 0 is written
-    ``"q < 1e-300"``.
+    or, with ``groupby``, by the most common label of their cells (lineages
+    also in that label's colour). Titles give R² and q (``tl.trends``) or F
+    and q (the tests), and say "not significant" for q ≥ 0.05; a q-value of 0
+    is written ``"q < 1e-300"``.
 
     Parameters
     ----------
     adata
         Annotated data matrix on which ``tl.trends`` or ``tl.branch_test`` has run.
     key
-        The ``key_added`` of that run, e.g. ``"ddrtree_trends"`` or ``"rpg_association"``.
+        The ``key_added`` of that run, e.g. ``"ddrtree_trends"`` or
+        ``"rpg_association"``, or the key of the graph it ran on (``"rpg"``):
+        then the one ``tl.trends``, ``tl.branch_test``, ``tl.fork_test`` or
+        ``tl.association_test`` result computed on that graph. A KeyError lists
+        the results when the graph has several; pass one of them.
     genes
         One gene or several, each fitted by that run.
     gene_symbols
@@ -120,10 +131,12 @@ def trends(
     groupby
         An ``.obs`` column of labels (categorical, strings or booleans; a
         numeric one is refused), e.g. ``"cell_type"``: name each branch or
-        lineage by its cells' most common label instead of its milestones.
+        lineage by its cells' most common label instead of its milestones,
+        and draw a lineage in that label's colour (``uns[f"{groupby}_colors"]``).
     title
         Title of each panel: one string for all, or one per gene. Default:
-        the gene with its statistics, ``"Gata1  (F = 41.2, q = 3.2e-5)"``.
+        the gene with its statistics, ``"Gata1  (F = 41.2, q = 3.2e-5)"``, or
+        ``"Gata2  (F = 1.4, q = 0.68, not significant)"``.
     legend_loc
         Where the legend of branches or lineages goes: ``"right margin"``
         (default: outside the panels, off the cells), a matplotlib location
@@ -148,6 +161,7 @@ def trends(
     The Figure when ``return_fig=True``, else the Axes (a list of Axes for
     several genes) when ``show=False``, else ``None``.
     """
+    key = resolve_result(adata, key, METHODS, caller="sks.pl.trends")
     result = _result(adata, key, "sks.pl.trends")
     genes = [genes] if isinstance(genes, str) else list(genes)
     if not genes:
@@ -171,14 +185,16 @@ def trends(
             stats = f"R² = {adata.var[f'{key}_r2'].iloc[column]:.2f}"
         elif result["method"] == "association_test":
             handles = _draw_lineages(panel, adata, key, result, column, times[cells], gene_values, show_cells,
-                                     size, names)
+                                     size, names, lineage_colors(adata, key, list(result["lineages"]), groupby))
             stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
         else:
             handles = _draw_branches(panel, adata, key, result, column, cells, times[cells], gene_values,
                                      show_cells, show_shared, size, names)
             stats = f"F = {adata.var[f'{key}_F'].iloc[column]:.3g}"
         if panel_title is None:
-            panel_title = f"{gene}  ({stats}, {format_pvalue(adata.var[f'{key}_qval'].iloc[column])})"
+            q = float(adata.var[f"{key}_qval"].iloc[column])
+            verdict = ", not significant" if q >= SIGNIFICANCE else ""  # NaN (not tested) is compared False
+            panel_title = f"{gene}  ({stats}, {format_pvalue(q)}{verdict})"
         panel.set_title(panel_title, fontsize="medium")
         panel.set_xlabel(x_label)
         panel.set_ylabel("expression" if shown == "X" else f"expression ({shown})")
@@ -215,7 +231,10 @@ def branch_heatmap(
     Each row is a gene's branch curves from ``tl.branch_test``
     (``varm[f"{key}_curves"]``, the trunk included at the start of every
     branch), scaled to [0, 1] over all its branches so the blocks compare
-    directly; blank where a branch has no cells. Genes are ordered by where
+    directly. Each block spans its own branch's pseudotime, from the trunk's
+    start to the branch's last cell, with its own ticks, at one time scale
+    for all blocks (a shorter branch gives a narrower block, not a blank
+    end). Genes are ordered by where
     they peak: first by the branch holding their maximum, then by the
     pseudotime of that maximum. Each block is named by its branch's
     milestones (``"fork 1 → tip 2"``) or, with ``groupby``, by the most common
@@ -226,7 +245,10 @@ def branch_heatmap(
     adata
         Annotated data matrix on which ``tl.branch_test`` has run.
     key
-        The ``key_added`` of that run, e.g. ``"ddrtree_branch_test"``.
+        The ``key_added`` of that run, e.g. ``"ddrtree_branch_test"``, or the
+        key of the graph it ran on (``"ddrtree"``): then the one
+        ``tl.branch_test`` or ``tl.fork_test`` result computed on that graph
+        (a KeyError lists them when there are several; pass one).
     genes
         Genes to show; default the ``n_genes`` with the smallest q-values.
     gene_symbols
@@ -250,6 +272,7 @@ def branch_heatmap(
     The Figure when ``return_fig=True``, else the Axes when ``show=False``,
     else ``None``.
     """
+    key = resolve_result(adata, key, BRANCHED, caller="sks.pl.branch_heatmap")
     result = _result(adata, key, "sks.pl.branch_heatmap")
     if result["method"] not in BRANCHED:
         raise ValueError(f"adata.uns[{key!r}] holds a {result['method']} result; branch_heatmap needs one of "
@@ -281,29 +304,42 @@ def branch_heatmap(
     genes = [genes[i] for i in order]
 
     n_branches, n_grid = scaled.shape[1], scaled.shape[2]
-    gap = np.full((len(genes), 1, max(1, n_grid // 10)), np.nan)
-    blocks = [scaled[:, [b], :] if b == 0 else np.concatenate([gap, scaled[:, [b], :]], axis=2)
-              for b in range(n_branches)]
-    image = np.concatenate(blocks, axis=2)[:, 0, :]
-    width = n_grid + gap.shape[2]
+    # each block spans its own branch's stretch of the grid (where its curves are defined), at one time
+    # scale for all: on the shared grid a short branch left the end of its block blank
+    spans = []
+    for b in range(n_branches):
+        defined = np.flatnonzero(np.isfinite(scaled[:, b, :]).any(axis=0))
+        spans.append((int(defined[0]), int(defined[-1]) + 1) if defined.size else (0, n_grid))
+    gap = np.full((len(genes), max(1, n_grid // 10)), np.nan)
+    pieces, starts = [], []
+    for b, (first, end) in enumerate(spans):
+        if b:
+            pieces.append(gap)
+        starts.append(sum(piece.shape[1] for piece in pieces))
+        pieces.append(scaled[:, b, first:end])
+    image = np.concatenate(pieces, axis=1)
 
     fig, ax, created = new_axes(ax, figsize=(2.0 + 3.0 * n_branches, 1.0 + 0.22 * len(genes)))
-    colormap = plt.get_cmap(cmap).copy()
-    colormap.set_bad("white")
+    colormap = plt.get_cmap(cmap).with_extremes(bad="white")
     shown = ax.imshow(np.ma.masked_invalid(image), aspect="auto", interpolation="nearest", cmap=colormap,
                       vmin=0.0, vmax=1.0)
+    ax.grid(False)  # scanpy's style (sc.set_figure_params) draws grid lines over the image
     grid = np.asarray(result["grid"], dtype=float)
-    starts = np.arange(n_branches) * width
-    # the same pseudotime ticks in every block, at the columns of those times
-    ticks = [t for t in MaxNLocator(nbins=3).tick_values(grid[0], grid[-1]) if grid[0] <= t <= grid[-1]]
-    columns_at = np.interp(ticks, grid, np.arange(n_grid))
-    ax.set_xticks((starts[:, None] + columns_at[None, :]).ravel(), [f"{t:g}" for t in ticks] * n_branches)
+    # each block's own pseudotime ticks, at the columns of those times
+    positions, labels = [], []
+    for start, (first, end) in zip(starts, spans):
+        times = grid[first:end]
+        ticks = [t for t in MaxNLocator(nbins=3).tick_values(times[0], times[-1]) if times[0] <= t <= times[-1]]
+        positions += list(start + np.interp(ticks, times, np.arange(times.size)))
+        labels += [f"{t:g}" for t in ticks]
+    ax.set_xticks(positions, labels)
+    middles = [start + (end - first - 1) / 2 for start, (first, end) in zip(starts, spans)]
     for b, label in enumerate(result["branches"]):
-        ax.text(starts[b] + (n_grid - 1) / 2, -0.6, names[str(label)], ha="center", va="bottom")
+        ax.text(middles[b], -0.6, names[str(label)], ha="center", va="bottom")
     ax.set_yticks(np.arange(len(genes)), genes if len(genes) <= 80 else [""] * len(genes))
     ax.set_xlabel(_time_label(adata, result))
     ax.set_title(_fork_title(adata, result) if title is None else title, pad=18)
-    fig.colorbar(shown, ax=ax, label="scaled fitted expression")
+    fig.colorbar(shown, ax=ax, label="scaled fitted expression").ax.grid(False)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
@@ -343,7 +379,10 @@ def path(
     adata
         Annotated data matrix on which ``tl.trends``, ``tl.branch_test`` or ``tl.fork_test`` has run.
     key
-        The ``key_added`` of that run.
+        The ``key_added`` of that run (``"rpg_trends"``), or the key of the
+        graph it ran on (``"rpg"``): then the one ``tl.trends``,
+        ``tl.branch_test`` or ``tl.fork_test`` result computed on that graph
+        (a KeyError lists them when there are several; pass one).
     basis, components, dimensions, color
         As in :func:`~scskeleton.pl.tree`: ``components="1,2"`` counts the
         columns from 1 as in scanpy, ``dimensions=(0, 1)`` from 0; a list of
@@ -378,6 +417,7 @@ def path(
     The Figure when ``return_fig=True``, else the Axes (a list of Axes for
     several column pairs) when ``show=False``, else ``None``.
     """
+    key = resolve_result(adata, key, PATHS, caller="sks.pl.path")
     result = _result(adata, key, "sks.pl.path")
     if "edges" not in result:  # tl.association_test tests every lineage: the whole tree
         raise ValueError(f"sks.pl.path draws the path or branches of a tl.trends, tl.branch_test or tl.fork_test "
@@ -411,9 +451,10 @@ def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], 
     (``path_name``) or ``"trunk and branches"`` with the groups compared."""
     handles = []
     for label, colour in zip(labels, colors):
-        if label not in result["edges"]:  # the fork test's trunk: its cells are not compared
+        stored = "path" if result["method"] == "trends" else branch_key(result, label)
+        if stored not in result["edges"]:  # the fork test's trunk: its cells are not compared
             continue
-        edges = np.asarray(result["edges"][label], dtype=np.intp).reshape(-1, 2)
+        edges = np.asarray(result["edges"][stored], dtype=np.intp).reshape(-1, 2)
         segments = np.stack([nodes[edges[:, 0]], nodes[edges[:, 1]]], axis=1)
         # under the cells (over the graph's edges and nodes), so that no cell hides beneath it
         lines = LineCollection(segments, colors=[colour], linewidths=path_width, zorder=PATH_ZORDER,
@@ -522,7 +563,14 @@ def _fork_title(adata: AnnData, result: Mapping) -> str:
     if "branch_point" in result:
         node = int(result["branch_point"])
         where = f" at {milestone_names(adata.uns.get(graph, {})).get(node, f'node {node}')}"
-    return f"{test}{where} ({method_name(adata, graph)})" if graph in adata.uns else f"{test}{where}"
+    return _on_graph(f"{test}{where}", adata, graph) if graph in adata.uns else f"{test}{where}"
+
+
+def _on_graph(title: str, adata: AnnData, graph: str) -> str:
+    """``title`` followed by the graph's method: ``"path root → tip 2 (DDRTree)"``, or after a dash when the
+    method's name holds parentheses itself: ``"fork test at fork 3 — principal tree (RPG)"``."""
+    name = method_name(adata, graph)
+    return f"{title} — {name}" if name.endswith(")") else f"{title} ({name})"
 
 
 def _path_title(adata: AnnData, result: Mapping, *, with_method: bool = True) -> str:
@@ -531,11 +579,11 @@ def _path_title(adata: AnnData, result: Mapping, *, with_method: bool = True) ->
     graph = str(result.get("graph", ""))
     edges = np.asarray(result["edges"]["path"], dtype=np.intp).reshape(-1, 2)
     if not edges.size:
-        return f"path ({method_name(adata, graph)})" if with_method else "path"
+        return _on_graph("path", adata, graph) if with_method else "path"
     names = milestone_names(adata.uns.get(graph, {}))
     first, last = int(edges[0, 0]), int(edges[-1, 1])
     ends = " → ".join(names.get(node, f"node {node}") for node in (first, last))
-    return f"path {ends} ({method_name(adata, graph)})" if with_method else ends
+    return _on_graph(f"path {ends}", adata, graph) if with_method else ends
 
 
 def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
@@ -550,16 +598,16 @@ def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
     return times
 
 
-def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size, names) -> list:
-    """Grey cells and one curve per lineage; returns the handles of the legend (the curves)."""
+def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size, names, colors) -> list:
+    """Grey cells and one curve per lineage in its colour (:func:`~scskeleton.pl._utils.lineage_colors`);
+    returns the handles of the legend (the curves)."""
     if show_cells:
         ax.scatter(times, values, s=size, c=CELL_COLOR, linewidths=0, alpha=0.5, rasterized=True)
     grid = np.asarray(result["grid"], dtype=float)
     curves = np.asarray(adata.varm[f"{key}_curves"][column], dtype=float)  # L × grid
-    colors = plt.get_cmap("tab10").colors
     handles = []
     for l, leaf in enumerate(result["lineages"]):
-        handles += ax.plot(grid, curves[l], color=colors[l % len(colors)], linewidth=2.0,
+        handles += ax.plot(grid, curves[l], color=colors[l], linewidth=2.0,
                            label=names.get(str(leaf), str(leaf)))
     return handles
 

@@ -26,11 +26,12 @@ import scanpy as sc
 from anndata import AnnData
 from matplotlib import rcParams
 from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from .._schema import unique_names
+from .._schema import LEARNER_METHODS, unique_names
 
 #: Keyword arguments the plots set themselves; passing them through
 #: ``**scatter_kwargs`` would silently fight with the explicit parameters.
@@ -75,6 +76,8 @@ BASIS_NAMES = {
     "draw_graph_drl": "DrL",
     "draw_graph_kk": "KK",
 }
+#: A gene whose q-value is this or more is called "not significant" in titles (the tools' default level).
+SIGNIFICANCE = 0.05
 #: A p-value (or q-value) of exactly 0 underflowed: it is smaller than this, not 0.
 SMALLEST_PVALUE = "1e-300"
 #: Fixed seed of the drawing order of cells coloured by a category (see :func:`scatter_cells`).
@@ -87,6 +90,21 @@ NODE_ZORDER = 0.9
 TRACE_ZORDER = 1.5
 #: Width of that trace relative to the edges, and its opacity.
 TRACE_WIDTH, TRACE_ALPHA = 0.4, 0.5
+#: Cells' default marker area (points²) is scanpy's ``120000 / n_cells``, clipped to this range: without the
+#: upper bound 100 cells were drawn as 1200 pt² discs that hid the graph, without the lower one a million
+#: cells vanish.
+CELL_SIZE_RANGE = (0.5, 60.0)
+#: Saved figures get at least this resolution (dots per inch) unless ``rcParams["savefig.dpi"]`` sets one.
+SAVE_DPI = 150
+#: Inches of white kept around what a figure made here holds when it is enlarged to show its legends.
+FIGURE_PAD = 0.05
+
+
+def default_cell_size(n_cells: int) -> float:
+    """The cells' marker area (points²) when none is given: scanpy's ``120000 / n_cells`` within
+    :data:`CELL_SIZE_RANGE`, so that markers shrink as cells get more but never swamp a small data set."""
+    low, high = CELL_SIZE_RANGE
+    return float(np.clip(120000.0 / max(int(n_cells), 1), low, high))
 
 
 def new_axes(ax: Axes | None, figsize: tuple[float, float] | None = None) -> tuple[Figure, Axes, bool]:
@@ -137,9 +155,28 @@ def tidy_panels(fig: Figure, panels: Sequence[Axes], *, created: bool) -> None:
     ``plt.tight_layout()`` by the user neither warns nor fights it).
     """
     if created and len(panels) > 1:
+        wrap_long_labels(panels)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "not compatible with tight_layout": best effort
             fig.tight_layout()
+
+
+def wrap_long_labels(panels: Sequence[Axes]) -> None:
+    """Break an x-axis label wider than its panel onto two lines, at the space nearest its middle.
+
+    Side by side, panels of a grid are a few inches wide, and a label such as
+    "registered principal tree (RPG) pseudotime" ran into the next panel's.
+    """
+    for ax in panels:
+        label = ax.xaxis.label
+        text = label.get_text()
+        if " " not in text or "\n" in text:
+            continue
+        if label.get_window_extent().width <= ax.get_window_extent().width:
+            continue
+        spaces = [i for i, char in enumerate(text) if char == " "]
+        cut = min(spaces, key=lambda i: abs(i - len(text) / 2))
+        label.set_text(f"{text[:cut]}\n{text[cut + 1:]}")
 
 
 def finish(
@@ -156,16 +193,21 @@ def finish(
     Returns the Figure when ``return_fig`` is true, otherwise the Axes when
     ``show is False`` (as ``scanpy.pl`` does), otherwise ``None``.
 
+    A figure this call created is first enlarged to hold its legends and
+    colour bars (:func:`fit_figure`), and is saved at :func:`save_dpi`.
+
     ``show=None`` shows only when matplotlib is interactive (IPython/Jupyter
     with a GUI or inline backend), so scripts and tests never block. A figure
     this call created, saved and hands back to nobody is closed, so that plotting
     in a loop does not pile up open figures; an unsaved one stays open for a
     later ``plt.show()``/``plt.savefig()``.
     """
+    if created:
+        fit_figure(fig)
     if save is not None:
         if not isinstance(save, str | os.PathLike):
             raise TypeError(f"save must be a file path (str or pathlib.Path); got {type(save).__name__}.")
-        fig.savefig(save, bbox_inches="tight")
+        fig.savefig(save, bbox_inches="tight", dpi=save_dpi(fig))
     if return_fig:
         return fig
     if show is False:
@@ -177,6 +219,42 @@ def finish(
     elif created and save is not None:
         plt.close(fig)
     return None
+
+
+def save_dpi(fig: Figure) -> float:
+    """The resolution a figure is saved at: ``rcParams["savefig.dpi"]`` when it sets one (as
+    ``sc.set_figure_params(dpi_save=...)`` does), else the figure's own dpi but at least :data:`SAVE_DPI`."""
+    stored = rcParams["savefig.dpi"]
+    if stored != "figure":
+        return float(stored)
+    return max(float(fig.dpi), float(SAVE_DPI))
+
+
+def fit_figure(fig: Figure, *, pad: float = FIGURE_PAD) -> None:
+    """Enlarge ``fig`` so that everything it draws (legends in the margins, colour bars, labels) lies on it.
+
+    A legend in the right margin of a small figure ran off its edge and was
+    cut away wherever the figure was shown or saved without
+    ``bbox_inches="tight"``. The figure grows by what sticks out (plus
+    ``pad`` inches) and every Axes keeps its size and place in inches, so the
+    plot itself looks the same; a figure that holds everything already is left as it is.
+    """
+    width, height = fig.get_size_inches()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        extent = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    if extent is None:
+        return
+    left, bottom = max(0.0, pad - extent.x0), max(0.0, pad - extent.y0)
+    right, top = max(0.0, extent.x1 - width + pad), max(0.0, extent.y1 - height + pad)
+    if max(left, bottom, right, top) <= 1e-3:
+        return
+    grown = (width + left + right, height + bottom + top)
+    places = [(ax, ax.get_position(original=False)) for ax in fig.axes]
+    fig.set_size_inches(*grown, forward=True)
+    for ax, box in places:
+        ax.set_position([(box.x0 * width + left) / grown[0], (box.y0 * height + bottom) / grown[1],
+                         box.width * width / grown[0], box.height * height / grown[1]])
 
 
 def resolve_basis(adata: AnnData, basis: str) -> str:
@@ -353,6 +431,8 @@ def scatter_cells(
     lookup = {name: kwargs.pop(name) for name in ("use_raw", "layer", "gene_symbols") if name in kwargs}
     if color is not None and not isinstance(color, str):
         raise TypeError(f"color must be a single .obs key or gene name (str) or None; got {color!r}.")
+    if kwargs.get("size") is None:  # scanpy's 120000 / n_cells, but bounded
+        kwargs["size"] = default_cell_size(adata.n_obs)
     if kwargs.get("title") is None:
         kwargs["title"] = title if title is not None else (obs_label(adata, color) if color is not None else None)
     if kwargs["title"] is None:
@@ -415,6 +495,66 @@ def label_colorbar(ax: Axes, label: str) -> None:
         colorbar = getattr(artist, "colorbar", None)
         if colorbar is not None:
             colorbar.set_label(label)
+
+
+# --- which result a plot draws ------------------------------------------------------------------------
+
+
+#: What each gene-level result (``uns[key]["method"]``) is made by, for messages.
+RESULT_TOOLS = {
+    "trends": "sks.tl.trends(adata, {graph!r}, path=(start, end))",
+    "branch_test": "sks.tl.branch_test(adata, {graph!r}, branch_point=...)",
+    "fork_test": "sks.tl.fork_test(adata, {graph!r}, branch_point=...)",
+    "association_test": "sks.tl.association_test(adata, {graph!r})",
+    "activation": "sks.tl.activation(adata, {graph!r})",
+    "trend_modules": "sks.tl.trend_modules(adata, <test key>) after a test on {graph!r}",
+}
+
+
+def result_graph(adata: AnnData, key: str) -> str | None:
+    """The key of the graph the gene-level result ``uns[key]`` was computed on, or None.
+
+    Tests and ``tl.activation`` record it in ``uns[key]["graph"]``; the modules of
+    ``tl.trend_modules`` are those of the graph of the test they clustered (``uns[key]["result"]``).
+    """
+    entry = adata.uns.get(key)
+    if not isinstance(entry, Mapping):
+        return None
+    if "graph" in entry:
+        return str(entry["graph"])
+    if entry.get("method") == "trend_modules" and "result" in entry and str(entry["result"]) != key:
+        return result_graph(adata, str(entry["result"]))
+    return None
+
+
+def resolve_result(adata: AnnData, key: str, methods: Sequence[str], *, caller: str) -> str:
+    """The key of the gene-level result a plot draws, from the result's own key or from its graph's key.
+
+    ``key`` holding a result (or naming nothing a graph learner wrote) is
+    returned as it is, for the plot to check. The key of a fitted skeleton
+    (``"rpg"``) stands for the one result of a kind in ``methods`` computed on
+    that graph (:func:`result_graph`): ``pl.trends(adata, "rpg", ...)`` draws
+    ``"rpg_branch_test"`` when it is the only test run on ``"rpg"``. No such
+    result, or several, raise a KeyError that says what to run or lists the
+    candidates to pass instead.
+    """
+    entry = adata.uns.get(key) if isinstance(key, str) else None
+    if not isinstance(entry, Mapping) or entry.get("method") not in LEARNER_METHODS:
+        return key
+    found = [name for name, other in adata.uns.items()
+             if isinstance(name, str) and isinstance(other, Mapping) and other.get("method") in methods
+             and result_graph(adata, name) == key]
+    if len(found) == 1:
+        return found[0]
+    kinds = ", ".join(f"tl.{method}" for method in methods)
+    if not found:
+        tools = " or ".join(RESULT_TOOLS.get(method, f"sks.tl.{method}(adata, {{graph!r}})").format(graph=key)
+                            for method in methods)
+        raise KeyError(f"{caller}: {key!r} is a graph, and no result it draws ({kinds}) was computed on it. Run "
+                       f"{tools} first, or pass the key of a result.")
+    listed = ", ".join(f"{name!r} ({adata.uns[name]['method']})" for name in found)
+    raise KeyError(f"{caller}: {len(found)} results computed on the graph {key!r} could be drawn: {listed}. "
+                   f"Pass the one you mean as key, e.g. {caller}(adata, {found[0]!r}, ...).")
 
 
 # --- words: every title, label, legend entry and p-value a plot writes -------------------------------
@@ -506,7 +646,8 @@ def component_label(axis_name: str, dimension: int) -> str:
 def format_pvalue(value: float, name: str = "q") -> str:
     """``"q = 0.012"``, ``"q = 3.2e-5"`` (two significant digits); ``"q < 1e-300"`` for an underflowed 0.
 
-    Never ``"q = 0"``: a p-value of 0 only means it was too small for a float.
+    Never ``"q = 0"``: a p-value of 0 only means it was too small for a float;
+    and 1 is written ``"q = 1.0"``, so that it reads as a value, not a count.
     NaN (not tested, or a degenerate gene) is written ``"q = n/a"``.
     """
     value = float(value)
@@ -515,7 +656,8 @@ def format_pvalue(value: float, name: str = "q") -> str:
     if value <= 0.0:
         return f"{name} < {SMALLEST_PVALUE}"
     if value >= 0.01:
-        return f"{name} = {value:.2g}"
+        text = f"{value:.2g}"
+        return f"{name} = {text if '.' in text else text + '.0'}"
     mantissa, exponent = f"{value:.1e}".split("e")
     return f"{name} = {mantissa}e{int(exponent)}"
 
@@ -614,6 +756,21 @@ def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[s
     ``"lineage to segment <id>"``.
     """
     check_groupby(adata, groupby)
+    named, cells = _branch_cells(adata, key)
+    if groupby is not None:
+        majority = {label: majority_label(adata, groupby, mask) for label, mask in cells.items()}
+        shared = [m for m in majority.values() if m is not None]
+        for label, label_majority in majority.items():
+            if label_majority is None:
+                continue
+            named[label] = label_majority if shared.count(label_majority) == 1 \
+                else f"{label_majority} ({named[label]})"
+    return named
+
+
+def _branch_cells(adata: AnnData, key: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """The milestone names of the branches (or lineages) of ``uns[key]`` (:func:`branch_names` without
+    ``groupby``) and the cells that name them by majority (boolean masks; none without segments)."""
     result = adata.uns[key]
     graph_key = str(result.get("graph", ""))
     graph = adata.uns.get(graph_key, {})
@@ -636,7 +793,8 @@ def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[s
                 cells[str(leaf)] = segments == chain[-1]
     else:
         for label in [str(b) for b in result.get("branches", [])]:
-            ids = [str(s) for s in np.asarray(result.get("segments", {}).get(label, [label])).ravel()]
+            ids = [str(s) for s in np.asarray(result.get("segments", {}).get(branch_key(result, label),
+                                                                              [label])).ravel()]
             first = segment_names(graph, ids[:1])[0] if ids else f"segment {label}"
             named[label] = first if not first.startswith("segment ") else f"branch {label}"
             if segments is not None:
@@ -644,15 +802,44 @@ def branch_names(adata: AnnData, key: str, groupby: str | None = None) -> dict[s
             elif f"{key}_branch" in adata.obs:
                 cells[label] = (adata.obs[f"{key}_branch"].astype(str) == label).to_numpy()
         named["trunk"] = "trunk"
-    if groupby is not None:
-        majority = {label: majority_label(adata, groupby, mask) for label, mask in cells.items()}
-        shared = [m for m in majority.values() if m is not None]
-        for label, label_majority in majority.items():
-            if label_majority is None:
-                continue
-            named[label] = label_majority if shared.count(label_majority) == 1 \
-                else f"{label_majority} ({named[label]})"
-    return named
+    return named, cells
+
+
+def branch_key(result: Mapping, label) -> str:
+    """The key under which ``result["segments"]`` and ``result["edges"]`` hold the branch ``label`` of a
+    branch or fork test: its first segment's id (``result["branch_ids"]``, stored beside the names that
+    ``result["branches"]`` shows), or the label itself in results that name branches by segment id."""
+    ids = result.get("branch_ids") if isinstance(result, Mapping) else None
+    if ids is None:
+        return str(label)
+    lookup = dict(zip((str(b) for b in result.get("branches", [])), (str(i) for i in np.asarray(ids).ravel())))
+    return lookup.get(str(label), str(label))
+
+
+def lineage_colors(adata: AnnData, key: str, labels: Sequence[str], groupby: str | None = None) -> list:
+    """Colours of the lineages (or branches) ``labels`` of the gene-level result ``uns[key]``.
+
+    With ``groupby``, each takes the colour of its cells' most common
+    category in the palette of ``obs[groupby]`` (``uns[f"{groupby}_colors"]``
+    or scanpy's default, :func:`category_colors`), the category it is named
+    by in :func:`branch_names`: a lineage named "Ery" is drawn in Ery's colour
+    in every plot. A lineage whose cells tie between categories, or that
+    shares its category with another, gets a colour of scanpy's 102-colour
+    palette that no other lineage has. Without ``groupby``: matplotlib's ``tab10``.
+    """
+    labels = [str(label) for label in labels]
+    tab10 = plt.get_cmap("tab10").colors
+    if groupby is None:
+        return [tab10[i % len(tab10)] for i in range(len(labels))]
+    check_groupby(adata, groupby)
+    _, cells = _branch_cells(adata, key)
+    categories = [str(c) for c in group_labels(adata, groupby).categories]
+    palette = dict(zip(categories, category_colors(adata, groupby, categories)))
+    majority = [majority_label(adata, groupby, cells[label]) if label in cells else None for label in labels]
+    colors = [palette.get(m) if m is not None and majority.count(m) == 1 else None for m in majority]
+    used = {to_hex(c) for c in colors if c is not None}
+    spare = iter(c for c in sc.pl.palettes.default_102 if to_hex(c) not in used)
+    return [colour if colour is not None else next(spare, NA_COLOR) for colour in colors]
 
 
 def place_legend(ax: Axes, legend_loc: str | None, **kwargs):
@@ -694,14 +881,15 @@ LEGEND_GAP = 6.0
 
 
 def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None, *, move_others: bool = True,
-                     title: str | None = None) -> Legend | None:
+                     title: str | None = None, last: bool = False) -> Legend | None:
     """A legend of ``handles`` (titled ``title``) beside scanpy's legend of the cells' categories, placed by ``legend_loc``.
 
     ``"right margin"`` (or ``"on data"``, where scanpy writes the categories on
     the cells) stacks it with the other legends in the right margin, from the
-    top down, right of a colour bar; ``None`` or ``"none"`` draws none; a
-    matplotlib location puts it inside the axes there and, with ``move_others``,
-    moves the legends it lands on next to it. Returns the legend or None.
+    top down (this one on top, or with ``last`` at the bottom), right of a
+    colour bar; ``None`` or ``"none"`` draws none; a matplotlib location puts
+    it inside the axes there and, with ``move_others``, moves the legends it
+    lands on next to it. Returns the legend or None.
 
     An extra artist, not ``ax.legend()``, which would replace scanpy's legend
     of the cells' categories. Never clipped: ``add_artist`` clips an artist to
@@ -719,7 +907,7 @@ def add_extra_legend(ax: Axes, handles: list, legend_loc: str | None, *, move_ot
     ax.add_artist(legend)
     legend.set_clip_on(False)
     if legend_loc in ("right margin", "on data"):
-        _stack_margin_legends(ax, legend)
+        _stack_margin_legends(ax, legend, last=last)
     elif move_others:
         _move_legends_off(ax, legend)
     return legend
@@ -731,8 +919,9 @@ def _other_legends(ax: Axes, first: Legend) -> list[Legend]:
             if isinstance(artist, Legend) and artist is not first and artist.get_visible()]
 
 
-def _stack_margin_legends(ax: Axes, first: Legend) -> None:
-    """Stack every legend in ``ax``'s right margin from its top down, ``first`` on top, so none covers another.
+def _stack_margin_legends(ax: Axes, first: Legend, *, last: bool = False) -> None:
+    """Stack every legend in ``ax``'s right margin from its top down, ``first`` on top (``last``: at the
+    bottom), so none covers another.
 
     scanpy centres its legend of categories on the margin, where the path's
     legend would land on it, and puts the colour bar of a continuous colour
@@ -749,7 +938,7 @@ def _stack_margin_legends(ax: Axes, first: Legend) -> None:
         base = blended_transform_factory(bars[-1].transAxes, ax.transAxes)
         beside = (bars[-1].get_tightbbox().x1 - bars[-1].get_window_extent().x1) * 72.0 / ax.figure.dpi + LEGEND_GAP
     below = 0.0  # points from the axes' top
-    for legend in [first, *others]:
+    for legend in [*others, first] if last else [first, *others]:
         legend.set_loc("upper left")
         legend.set_bbox_to_anchor((1.0, 1.0), transform=offset_copy(base, fig=ax.figure, x=beside, y=-below,
                                                                      units="points"))

@@ -32,7 +32,8 @@ def split_counts(
     partly by that gene's own noise, and the gene tests (:func:`~scskeleton.tl.association_test`,
     :func:`~scskeleton.tl.branch_test`, :func:`~scskeleton.tl.fork_test`,
     :func:`~scskeleton.tl.trends`) then find it changing more often than their
-    level says (*Genes that shaped the tree* in ``docs/methods/trends.md``).
+    level says (see the documentation's background page on gene trends,
+    *Genes that shaped the tree*).
     Count splitting removes that dependence: every count ``X`` is split into
     ``X_tree + X_test``, with ``X_tree | X ~ Binomial(X, fraction)``. For
     Poisson counts of mean μ the two halves are independent, Poisson of means
@@ -77,7 +78,7 @@ def split_counts(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets:
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields:
 
     ``adata.layers[key_added[0]]``, ``adata.layers[key_added[1]]``
         The two halves, of the counts' dtype, sparse (CSR) where the counts are;

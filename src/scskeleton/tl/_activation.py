@@ -10,8 +10,9 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from .._core.stats import association as association_core
-from .._schema import read_graph, resolve_key
+from .._schema import read_graph, resolve_key, unique_names
 from ._inputs import check_key, gene_columns
+from ._milestones import lineage_label
 from ._results import plain_params
 from ._trends import (
     _count,
@@ -88,18 +89,19 @@ def activation(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
 
     ``adata.varm[f"{name}_time"]``, ``[f"{name}_rise"]``
         Genes × lineages: activation pseudotime (NaN: never, or not tested)
         and largest rise above the start.
     ``adata.var[f"{name}_time"]``, ``[f"{name}_lineage"]``
         The earliest activation over the lineages and the lineage it is on
-        (its leaf segment id).
+        (Categorical: its label, ``"root → tip 2"``).
     ``adata.uns[name]``
         ``method`` (``"activation"``), ``params``, ``graph``, ``lineages``
         (``{leaf segment id: segment ids from the root}``, in the column order
-        of the varm fields), ``critical`` (the band's multiplier of the
+        of the varm fields), ``lineage_labels`` (their labels, in that order),
+        ``critical`` (the band's multiplier of the
         standard error), ``df``.
 
     Examples
@@ -128,7 +130,7 @@ def activation(
 
     adata = adata.copy() if copy else adata
     tested = np.arange(adata.n_vars) if columns is None else columns
-    leaves = [chain[-1] for chain in chains]
+    labels = unique_names([lineage_label(adata.uns[key], chain) for chain in chains])
     for suffix, values in (("time", result.times), ("rise", result.rise)):
         full = np.full((adata.n_vars, len(chains)), np.nan)
         full[tested] = values
@@ -139,13 +141,14 @@ def activation(
     codes = np.full(adata.n_vars, -1)
     codes[tested] = np.where(active, np.nanargmin(np.where(np.isfinite(result.times), result.times, np.inf), axis=1),
                              -1)
-    adata.var[f"{name}_lineage"] = pd.Categorical.from_codes(codes, categories=leaves)
+    adata.var[f"{name}_lineage"] = pd.Categorical.from_codes(codes, categories=labels)
     adata.uns[name] = {
         "method": "activation",
         "params": plain_params(dict(key=key, **source, n_genes=tested.size, alpha=alpha, min_rise=min_rise,
                                     direction=direction, n_knots=n_knots, df=df, n_grid=n_grid)),
         "graph": key,
         "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},
+        "lineage_labels": np.array(labels, dtype=object),
         "critical": result.critical,
         "df": result.df,
     }

@@ -40,7 +40,7 @@ def convex_embedding(
     """Embed the cells by regularized loss minimisation over kernels, then truncation.
 
     Yu, Neufeld, Kiros, Zhang & Schuurmans, "Regularizers versus losses for
-    nonlinear dimensionality reduction" (``shared/papers/regularizers-vs-losses_…``).
+    nonlinear dimensionality reduction", ICML 2012.
     With D the squared distances of the cells in ``use_rep`` (eq. 2), solve
     problem (14),
 
@@ -59,7 +59,7 @@ def convex_embedding(
     Size: the work is dense N × N, O(N²r) per iteration for a rank-r factor
     plus a partial eigendecomposition when the rank is checked, O(N²) memory:
     exact up to 2,000 cells, on landmarks above. A run takes 50–700
-    iterations; see the method note for timings.
+    iterations.
     {landmarks}
     The convex embedding learns a kernel, not a graph: the graph over the
     landmarks whose skeleton is written is their symmetrised ``n_neighbors``
@@ -217,7 +217,8 @@ def convex_embedding(
             graph = landmark_graph(raw, points * scale, result.embedding, neighbourhood)
     if not result.converged:
         logg.warning(
-            f"convex embedding did not converge in {maxiter} iterations (tol={tol}); consider a larger maxiter."
+            f"The convex embedding stopped after maxiter={maxiter} iterations before converging (tol={tol}), so "
+            "it may not be final. Rerun with a larger maxiter."
         )
 
     params = {

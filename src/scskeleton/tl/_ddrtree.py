@@ -41,8 +41,9 @@ def ddrtree(
 ) -> AnnData | None:
     """Learn a principal tree and a low-dimensional embedding with DDRTree.
 
-    Solves problem (31) of the DDRTree paper (``shared/papers/ddrtree-spl_…``,
-    §4.3) by Algorithm 2: a projection W (D × d), latent points Z = one per cell,
+    Solves problem (31) of the DDRTree paper (L. Wang, "Probabilistic
+    dimensionality reduction via structure learning", arXiv preprint, 2016; IEEE
+    TPAMI, 2019, with Q. Mao; §4.3, numbered as in the preprint) by Algorithm 2: a projection W (D × d), latent points Z = one per cell,
     K centers C joined by a spanning tree S, and a soft assignment R of cells to
     centers, all learned together. Each iteration solves eq. (28) (minimum
     spanning tree of the centers), eq. (32) (soft assignment) and eq. (33)
@@ -52,7 +53,7 @@ def ddrtree(
     Cells are placed on the tree, and assigned to its centers, by their own
     coordinates in the latent space, Wᵀ(y - mean), not by Z: the quantization
     term pulls Z onto the centers, so the cells of a center would share one
-    pseudotime (measured in the method notes, ``docs/methods/ddrtree.md``).
+    pseudotime.
 
     Parameters
     ----------
@@ -122,10 +123,11 @@ def ddrtree(
         widths out of the rest of the tree: the upper quartile of the offsets of
         the branch's cells from the rest of the tree, along the branch's
         direction, divided by the robust spread (1.4826 · MAD) of the
-        neighbouring cells' offsets in that direction. Real branches of
-        generated trees score a median of 9 here (95 % above 4.8); the stubs
-        a spanning tree grows through a thick cloud of cells score 1–3.5 (the cells nearest a stub are the cloud's own outliers, and
-        log-normalised counts have heavy tails), hence 4. Measured on the
+        neighbouring cells' offsets in that direction. Default 4: real
+        branches stand well beyond it, while the stubs a spanning tree grows
+        through a thick cloud of cells stay below it (the cells nearest a stub
+        are the cloud's own outliers, and log-normalised counts have heavy
+        tails). Measured on the
         projected data YW (free of units), with every center that is nearest to
         at least 10 cells placed at the mean of their YW: the tree-length term
         pulls the centers off their cells, most near forks, and that offset
@@ -214,8 +216,8 @@ def ddrtree(
         )
     if not result.converged:
         logg.warning(
-            f"DDRTree did not converge in {maxiter} iterations (relative change of the objective "
-            f"still above tol={tol}); consider a larger maxiter."
+            f"DDRTree stopped after maxiter={maxiter} iterations before converging (tol={tol}), so the tree may "
+            "not be final. Rerun with a larger maxiter."
         )
 
     adata = adata.copy() if copy else adata

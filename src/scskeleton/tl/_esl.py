@@ -37,8 +37,9 @@ def esl(
 ) -> AnnData | None:
     """Learn a cell graph and embed each of its connected components (ESL).
 
-    Wang & Li, embedding via structure learning (``shared/papers/esl-fsl_…``,
-    §III, Algorithm 1). The density of the embedding Y (m × N) is estimated
+    Wang & Li, "Learning low-dimensional latent graph structures: a density
+    estimation approach", IEEE Transactions on Neural Networks and Learning
+    Systems, 2020 (§III, Algorithm 1). The density of the embedding Y (m × N) is estimated
     under the constraints E‖y_i - y_j‖² ≤ λ(1 - p̄_ij) (eq. 16), where
     p̄_ij = (p_{j|i} + p_{i|j}) / 2 are the symmetrised t-SNE affinities of
     eq. (1), calibrated per cell to the perplexity u. Its dual (20) is a
@@ -76,12 +77,10 @@ def esl(
     neighbours, so an edge to a far cell costs almost the same as one to a
     near cell and only the small differences of p̄ keep the graph local. At
     λ^v = 0.7 those differences are too small to leave well-separated clusters
-    apart: Gaussian blobs 10–18 neighbour spacings apart stay one component
-    (0 of 6 data sets split), at 0.9 each blob is its own component (6 of 6).
-    The paper notes the same on real data ("ESL needs a value close to 1",
-    §V-A; 0.83 on COIL20). The price: a single curve with a density dip can
-    be cut there (2 of 4 generated spirals lose their sparse outer 14–29 %);
-    pass ``lam=0.7`` (the paper's setting for its line + circle data, Fig. 6)
+    apart, while at 0.9 each separate cluster is its own component. The paper
+    notes the same on real data ("ESL needs a value close to 1", §V-A). The
+    price: a single curve with a density dip can be cut there (a spiral may
+    lose its sparse outer part); pass ``lam=0.7`` (the paper's setting for its line + circle data, Fig. 6)
     for one continuous structure.
 
     Parameters
@@ -195,7 +194,8 @@ def esl(
             data, points, result.coordinates, result.adjacency, groups=result.labels
         )
     if not result.converged:
-        logg.warning(f"ESL stopped after {result.n_iter} L-BFGS-B iterations; consider a larger maxiter.")
+        logg.warning(f"ESL stopped after {result.n_iter} iterations before converging, so the embedding may not be "
+                     "final. Rerun with a larger maxiter.")
 
     adata = adata.copy() if copy else adata
     params = {

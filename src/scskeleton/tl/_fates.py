@@ -120,8 +120,9 @@ def fate_probabilities(adata: AnnData, key: str | None = None, *, copy: bool = F
     update_entry(adata, key, fates=np.asarray(names, dtype=object))
     unreached = int((np.isnan(entropy) & member_cells(adata, key)).sum())  # not the cells outside a subtree
     if unreached:
-        logg.warning(f"{unreached} cells lie in a component of {key!r} without a root; their fate probabilities "
-                     "are NaN.")
+        logg.warning(f"{unreached} cells lie in a part of {key!r} not connected to a root, so their fate "
+                     "probabilities are NaN; the other cells' are usable. Root every part with "
+                     f"sks.tl.root(adata, {key!r}, group=..., per_component=True), then rerun sks.tl.pseudotime and this function.")
     logg.info(
         f"    finished ({len(names)} fates: {', '.join(names)})",
         time=start,

@@ -12,6 +12,7 @@ from scanpy import logging as logg
 from .._core.stats import branches as branch_core
 from .._schema import resolve_key
 from ._inputs import check_key, gene_columns
+from ._milestones import node_name
 from ._results import plain_params
 from ._trends import (
     _MODEL,
@@ -69,8 +70,8 @@ def fork_test(
     called a difference (``registration="none"`` turns this off;
     ``"both"`` calls a gene only where the comparison on the pseudotime as
     it is calls it too); a warp pressed against the bounds of its family is
-    not used, and the branches are compared on the pseudotime as it is, with
-    a warning (``uns[name]["warp_at_bound"]``).
+    not used, and the branches are compared on the pseudotime as it is, as
+    the log (at info level) and ``uns[name]["warp_at_bound"]`` say.
 
     Parameters
     ----------
@@ -102,11 +103,10 @@ def fork_test(
         (with ``"both"`` each axis has its own default window; ``"fit"``
         compares on two warps, of five and nine pieces, and takes each gene's
         larger p-value). Unlike the branch test, the fork test registers alone
-        by default: within its window the warps hold the level about as often
-        as both axes together (83 of 87 forks of learned trees, 24 of 24 on
-        curved branches in 50 dimensions), its p-values stay uniform where
-        ``"both"`` makes them conservative, and 4–5 % more branch genes are
-        called (docs/methods/trends.md).
+        by default: within its short window past the fork the warps hold the
+        level about as well as both axes together, and its p-values stay
+        uniform where ``"both"`` makes them conservative, so more branch genes
+        are called.
     key_added
         Name of the result; default ``f"{key}_fork_test"``.
     copy
@@ -114,7 +114,7 @@ def fork_test(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
 
     ``adata.var[f"{name}_F"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_effect"]``
         F statistic, p-value, BH-adjusted q-value and effect size (NaN for
@@ -133,8 +133,11 @@ def fork_test(
     ``adata.uns[name]``
         ``method`` (``"fork_test"``), ``params``, ``graph``, ``branch_point``,
         ``time``, ``stretch``, ``shift``, ``warp_at_bound`` (as in
-        ``tl.branch_test``), ``branches`` (labels: the id of the segment
-        each branch starts with), ``segments``, ``fork`` and ``window`` (on
+        ``tl.branch_test``), ``branch_point_name`` (its milestone name),
+        ``branches`` (each branch's label: that of the segment it starts
+        with, ``"fork 1 → tip 2"``, as in ``up``, ``down`` and ``obs``),
+        ``branch_ids`` (the id of that segment, in the same order: the keys
+        of ``segments`` and ``edges``), ``segments``, ``fork`` and ``window`` (on
         the time axis), ``grid``, ``knots``, ``df``, ``n_cells`` (per branch,
         in the window) and ``edges`` (for ``pl.path``).
 
@@ -157,8 +160,8 @@ def fork_test(
     columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
     rows = fork.rows
     start = logg.info(
-        f"testing {_count(columns, adata)} genes for differences just after the fork at node "
-        f"{fork.branch_point} ({len(fork.branches)} branches)"
+        f"testing {_count(columns, adata)} genes for differences just after the fork at "
+        f"{node_name(adata, key, fork.branch_point)} ({len(fork.branches)} branches)"
     )
     _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
@@ -184,11 +187,11 @@ def fork_test(
     for suffix, which in (("up", result.up), ("down", result.down)):
         codes = np.full(adata.n_vars, -1)
         codes[tested] = np.where(result.degenerate, -1, which)
-        adata.var[f"{name}_{suffix}"] = pd.Categorical.from_codes(codes, categories=list(fork.names))
+        adata.var[f"{name}_{suffix}"] = pd.Categorical.from_codes(codes, categories=list(fork.labels))
     in_window = np.isfinite(result.times)
     codes = np.full(adata.n_obs, -1)
     codes[rows[in_window]] = fork.group[rows[in_window]]
-    adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=["trunk", *fork.names])
+    adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=["trunk", *fork.labels])
     adata.obs[f"{name}_time"] = _per_cell(adata, rows[in_window], result.times[in_window])
     members = dict(zip(fork.names, fork.branches))
     adata.uns[name] = {
@@ -203,7 +206,9 @@ def fork_test(
         "stretch": result.stretch,
         "shift": result.shift,
         "warp_at_bound": result.warp_at_bound,
-        "branches": np.array(fork.names, dtype=object),
+        "branches": np.array(fork.labels, dtype=object),
+        "branch_ids": np.array(fork.names, dtype=object),
+        "branch_point_name": node_name(adata, key, fork.branch_point),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "fork": result.fork,
         "window": result.window,

@@ -35,8 +35,9 @@ def fsl(
 ) -> AnnData | None:
     """Weight the genes and learn a cell graph on the weighted genes (FSL).
 
-    Wang & Li, feature selection via structure learning
-    (``shared/papers/esl-fsl_…``, §IV, Algorithm 2). Each gene r gets a weight
+    Wang & Li, "Learning low-dimensional latent graph structures: a density
+    estimation approach", IEEE Transactions on Neural Networks and Learning
+    Systems, 2020 (§IV, Algorithm 2). Each gene r gets a weight
     θ_r ∈ [0, 1], Σ_r θ_r = b (eq. 30); cells are compared by the weighted
     distance ψ(x_i, x_j; θ) = Σ_r θ_r (x_ri - x_rj)² (eq. 29). Proposition 4
     turns the density estimation problem (33) into
@@ -57,9 +58,9 @@ def fsl(
     neighbours in the genes' own units, and the uniform start graph ranks
     genes by variance, so a gene with little spread starts ahead; a pair is
     joined only where ψ_ij < about 2b/γ. Genes constant across cells are
-    refused. The problem is not convex: on the paper's two-moon data the two
-    moon features are found when their spread is below that of the uniform
-    noise features (see ``docs/methods/esl_fsl.md``). Work and memory are
+    refused. The problem is not convex, and which genes are selected depends
+    on their spread (see the documentation's background page on ESL and FSL).
+    Work and memory are
     O(N³) and O(N² + N·M): exact up to 5,000 cells, on landmarks above.
     {landmarks}
     For FSL the landmarks are cells: the cell nearest each k-means centroid.
@@ -171,7 +172,8 @@ def fsl(
             graph = landmark_graph(core.weighted_features(data, result.theta),
                                    core.weighted_features(points, result.theta), result.coordinates, result.adjacency)
     if not result.converged:
-        logg.warning(f"FSL stopped after {maxiter} iterations (tol={tol}); consider a larger maxiter.")
+        logg.warning(f"FSL stopped after maxiter={maxiter} iterations before converging (tol={tol}), so the gene "
+                     "weights and the graph may not be final. Rerun with a larger maxiter.")
 
     order = np.argsort(-result.theta, kind="stable")[:n_features]
     selected = np.zeros(n_genes, dtype=bool)

@@ -76,8 +76,8 @@ def warn_if_counts(adata: AnnData, use_rep: str, method: str) -> bool:
         return False
     read = "the principal components of " if use_rep == "X_pca" else ""
     logg.warning(
-        f"{name} holds whole numbers, as raw counts do, and {method} is fitted on {read}them: without "
-        "normalisation the tree follows each cell's sequencing depth more than its state. Normalise first: "
+        f"{name} holds whole numbers, as raw counts do, and {method} is fitted on {read}them, so the tree may "
+        "follow each cell's sequencing depth more than its state. Normalise first: "
         "sc.pp.normalize_total(adata); sc.pp.log1p(adata); sc.pp.pca(adata)."
     )
     return True
@@ -91,9 +91,9 @@ def warn_if_few_cells(n_cells: int, method: str) -> bool:
     if n_cells >= FEW_CELLS:
         return False
     logg.warning(
-        f"{method} is fitted on {n_cells} cells. A branch must hold at least {MIN_BRANCH_CELLS} cells, and below "
-        f"{FEW_CELLS} cells forks are not found even where the cells have them (measured on generated trees): read "
-        "the result as one curve through the cells, not as a test of whether they branch."
+        f"{method} is fitted on {n_cells} cells, too few to tell forks from noise (a branch needs at least "
+        f"{MIN_BRANCH_CELLS} cells, and below {FEW_CELLS} cells forks are often missed), so read the result as one "
+        "curve through the cells, not as a test of whether they branch. Fit on more cells to look for branches."
     )
     return True
 
@@ -106,9 +106,9 @@ def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
     ``X_pca`` the layer and genes scanpy's PCA recorded it read
     (``uns["pca"]["params"]``: ``layer``, ``mask_var``). Scaling lifts weakly
     expressed, noisy genes to the weight of marker genes, and both learners lose
-    short branches on the principal components of such data (simulated 5-fate
-    trees of 1,000 cells: the right topology in 5 of 10 runs instead of 9–10;
-    ``docs/methods/trust.md``, *Known limits*). Returns whether it warned.
+    short branches on the principal components of such data (see the
+    documentation's background page on trusting a tree, *Known limits*).
+    Returns whether it warned.
     """
     if use_rep not in ("X", "X_pca"):
         return False
@@ -120,10 +120,9 @@ def warn_if_scaled(adata: AnnData, use_rep: str, method: str) -> bool:
         return False
     logg.warning(
         f"{name} looks scaled to unit variance per gene (sc.pp.scale), and {method} reads {use_rep!r} of it: "
-        "scaling gives weakly expressed, noisy genes the weight of markers, and trees then lose short branches "
-        "(simulated 5-fate trees of 1,000 cells: the right topology in half the runs). Fit on the principal components of "
-        "log-normalised expression without scaling (keep it in a layer before sc.pp.scale and run "
-        "sc.pp.pca(adata, layer=...)), and check the tree with sks.tl.branch_support."
+        "scaling gives weakly expressed, noisy genes the weight of markers, so the tree may miss short branches. "
+        "Fit on the principal components of log-normalised expression without scaling (keep it in a layer before "
+        "sc.pp.scale and run sc.pp.pca(adata, layer=...)), and check the tree with sks.tl.branch_support."
     )
     return True
 
@@ -148,10 +147,9 @@ def warn_if_genes(use_rep: str, n_columns: int, method: str) -> bool:
     if use_rep != "X" or n_columns <= MAX_GENE_COLUMNS:
         return False
     logg.warning(
-        f"{method} reads {n_columns} columns of adata.X: fitted on hundreds of genes, each adds its noise to every "
-        "distance while the trajectory has few directions, and the tree is noisier and slower than on their principal "
-        "components (simulated trees of 1,000 cells on 1,000 genes: DDRTree the right topology in 6 of 9 runs, 8 of 9 "
-        "on 30 principal components). Run sc.pp.pca(adata) and fit on 'X_pca' (the default)."
+        f"{method} reads {n_columns} columns of adata.X, so it is fitted on genes: each adds its noise to every "
+        "distance, and the tree is noisier and slower than on their principal components. Run sc.pp.pca(adata) "
+        "and fit on 'X_pca' (the default)."
     )
     return True
 
@@ -161,21 +159,18 @@ def warn_if_diffusion_map(adata: AnnData, use_rep: str, method: str) -> bool:
 
     ``obsm["X_diffmap"]`` holds the eigenvectors of the diffusion operator
     unweighted (each column of unit length) and, first, the trivial one of
-    eigenvalue 1: a fine-scale component weighs as much as the trajectory's.
-    On ``simulate_trajectory`` (1,000 cells, 2–3 fates, 15 components) both
-    learners drew trees without meaning there (pseudotime Spearman −0.3–0.6
-    for DDRTree, 3–8 branch points for RPG), against the right topology on
-    the principal components (``docs/methods/trust.md``, *Known limits*).
-    Returns whether it warned.
+    eigenvalue 1: a fine-scale component weighs as much as the trajectory's,
+    and the learners draw trees that follow it (see the documentation's
+    background page on trusting a tree, *Known limits*). Returns whether it warned.
     """
     if use_rep != "X_diffmap" or "diffmap_evals" not in adata.uns:
         return False
     logg.warning(
         f"{method} reads 'X_diffmap', scanpy's diffusion components unweighted (each of unit length, the first "
-        "one trivial): components of fine-scale noise weigh as much as the trajectory, and the tree follows them. "
+        "one constant), so fine-scale noise weighs as much as the trajectory and the tree may follow it. "
         "Fit on 'X_pca' (the default), or on the components weighted by their eigenvalues λ, e.g. "
         "adata.obsm['X_diffusion'] = adata.obsm['X_diffmap'][:, 1:] * λ / (1 - λ) with "
-        "λ = adata.uns['diffmap_evals'][1:] (Palantir's multiscale space), and check the tree with sks.tl.branch_support."
+        "λ = adata.uns['diffmap_evals'][1:], and check the tree with sks.tl.branch_support."
     )
     return True
 

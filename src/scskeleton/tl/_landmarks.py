@@ -60,7 +60,8 @@ LANDMARK_NOTE = """
     Landmarks. Above {limit:,} cells (or with ``n_landmarks``) the learner is
     fitted on K k-means centroids of the cells (deterministic for a
     ``random_state``), as Algorithm 2 of the regularized principal graph paper
-    (``shared/papers/rpg_…``, eq. 24) fits its graph, and every cell is mapped
+    (Mao, Wang, Tsang & Sun, arXiv preprint 2015, IEEE TPAMI 2017; eq. 24)
+    fits its graph, and every cell is mapped
     to them by that paper's soft assignment, eq. (18), with σ the median
     squared distance of the cells to their nearest landmark (scale-free). The
     learned landmark graph is a band of short edges in which every landmark is
@@ -75,8 +76,8 @@ LANDMARK_NOTE = """
     1 % of the cells. ``tl.pseudotime`` measures the geodesic distance from
     the root within the root's component (cells of other components get NaN,
     with a warning: root each with ``tl.root(..., per_component=True)``), so
-    on a ring it increases both ways from the root to the far side. See
-    ``docs/methods/landmarks.md``. Time O(N·K·D) for the cells plus the
+    on a ring it increases both ways from the root to the far side. Time
+    O(N·K·D) for the cells plus the
     learner on K points.
 """
 

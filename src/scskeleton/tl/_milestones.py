@@ -31,10 +31,13 @@ def milestones(
     ``"tip 1"``, ``"tip 2"``, …, each kind numbered in order of pseudotime
     (components without a root last). With ``groupby`` each milestone
     takes instead the most common label among the cells nearest to it
-    (``obs[f"{key}_milestone"]``). A label shared by several milestones is
-    numbered (``"Ery"``, ``"Ery 2"``): roots and tips first, then forks (whose
-    nearest cells mostly belong to a branch as well), each in pseudotime
-    order. A milestone with no cells keeps its default name. Without ``groupby`` the default
+    (``obs[f"{key}_milestone"]``): roots and tips always, a label shared
+    by several of them numbered (``"Ery"``, ``"Ery 2"``) in pseudotime order.
+    A fork's nearest cells mostly belong to a branch through it, so a fork
+    takes its label only when no root, tip or earlier fork has it already;
+    otherwise it keeps its default name (the fork after the progenitors is
+    ``"fork 1"``, not ``"progenitor 2"``). A milestone with no cells keeps
+    its default name. Without ``groupby`` the default
     names come back. Either way segment labels and fate names follow.
     Rerunning ``tl.pseudotime`` resets the default names.
 
@@ -142,6 +145,56 @@ def resolve_node(adata: AnnData, key: str, value, *, n_nodes: int, what: str = "
     return int(value)
 
 
+def milestone_name(adata: AnnData, key: str, node) -> str | None:
+    """The name of the milestone at ``node`` (``uns[key]["milestones"]``), or None when it is none."""
+    entry = adata.uns.get(key, {})
+    stored = entry.get("milestones") if isinstance(entry, Mapping) else None
+    if stored is None:
+        return None
+    nodes = np.asarray(stored["nodes"]).tolist()
+    return str(stored["names"][nodes.index(int(node))]) if int(node) in nodes else None
+
+
+def node_name(adata: AnnData, key: str, node) -> str:
+    """How messages name a node: its milestone name (``"fork 1"``) when it is one, else ``"node 12"``."""
+    name = milestone_name(adata, key, node)
+    return f"node {int(node)}" if name is None else name
+
+
+def node_names(adata: AnnData, key: str, nodes) -> str:
+    """:func:`node_name` of each of ``nodes``, joined by commas."""
+    return ", ".join(node_name(adata, key, node) for node in np.atleast_1d(np.asarray(nodes)).tolist())
+
+
+def node_argument(adata: AnnData, key: str, node) -> str:
+    """How a message's example call passes a node: its milestone name quoted, else its index."""
+    name = milestone_name(adata, key, node)
+    return str(int(node)) if name is None else repr(name)
+
+
+def segment_label(entry: Mapping, segment) -> str:
+    """The label of a segment id (``"fork 1 → tip 2"``, ``entry["milestones"]["segment_labels"]``);
+    ``"segment <id>"`` when the trajectory has no labels for it."""
+    labels = [str(label) for label in entry.get("milestones", {}).get("segment_labels", [])]
+    ids = sorted((str(s) for s in entry.get("segments", {})), key=int)
+    position = ids.index(str(segment)) if str(segment) in ids else -1
+    return labels[position] if 0 <= position < len(labels) and len(labels) == len(ids) else f"segment {segment}"
+
+
+def lineage_label(entry: Mapping, chain) -> str:
+    """A lineage (segment ids from the root to a leaf) by its first and last milestone: ``"root → tip 2"``."""
+    chain = [str(s) for s in np.asarray(chain).ravel()]
+    segments = entry.get("segments", {})
+    stored = entry.get("milestones", {})
+    name_of = dict(zip(np.asarray(stored.get("nodes", [])).tolist(), [str(n) for n in stored.get("names", [])]))
+    if chain[0] in segments and chain[-1] in segments:
+        first = name_of.get(int(np.asarray(segments[chain[0]])[0]))
+        last = name_of.get(int(np.asarray(segments[chain[-1]])[-1]))
+        if first is not None and last is not None:
+            return f"{first} → {last}"
+    return f"lineage to segment {chain[-1]}"
+
+
 def resolve_segment(entry: Mapping, segment) -> str | None:
     """The segment id of a segment given by id (``3``, ``"3"``) or by label (``"fork 1 → tip 2"``); None if unknown."""
     label = str(segment)
@@ -220,7 +273,12 @@ def _default_names(adata: AnnData, key: str, stored: dict) -> list[str]:
 
 
 def _majority_names(adata: AnnData, key: str, groupby, stored: dict) -> list[str]:
-    """Each milestone's most common ``groupby`` label among its nearest cells (ties: the first label)."""
+    """Each milestone's most common ``groupby`` label among its nearest cells (ties: the first label).
+
+    Roots, tips and meeting points take it, numbered when shared. A fork takes it only when no root, tip
+    or earlier fork has that label already (its nearest cells are mostly those of a branch through it);
+    otherwise it keeps its default name.
+    """
     if not isinstance(groupby, str) or groupby not in adata.obs:
         raise KeyError(f"groupby={groupby!r} is not a column of adata.obs; columns: {list(adata.obs.columns)}.")
     codes = adata.obs[milestone_key(key)].cat.codes.to_numpy()
@@ -229,11 +287,19 @@ def _majority_names(adata: AnnData, key: str, groupby, stored: dict) -> list[str
     table = pd.crosstab(codes[known], labels.to_numpy()[known])
     majority = {int(code): str(row.idxmax()) for code, row in table.iterrows() if row.max() > 0}
     defaults = _default_names(adata, key, stored)
-    names = [majority.get(i, name) for i, name in enumerate(defaults)]
-    # a fork's cells are its branches' cells too: the roots and tips keep a shared label, the forks are numbered
+    # a fork's cells are its branches' cells too: a label a root or tip has already leaves the fork its default name
     is_fork = np.isin(stored["nodes"], np.asarray(adata.uns[key]["branch_points"])) & ~np.isin(
         stored["nodes"], np.atleast_1d(adata.uns[key]["root"]))
-    priority = np.argsort(is_fork, kind="stable")
+    others = np.flatnonzero(~is_fork).tolist()
+    names = list(defaults)
+    for i, name in zip(others, unique_names([majority.get(i, defaults[i]) for i in others])):
+        names[i] = name
+    taken = {majority[i] for i in others if i in majority} | {names[i] for i in others}
+    for i in np.flatnonzero(is_fork).tolist():  # in milestone order: the earlier fork keeps a label two share
+        if i in majority and majority[i] not in taken:
+            names[i] = majority[i]
+            taken.add(majority[i])
+    priority = np.argsort(is_fork, kind="stable")  # any clash left (a label like "fork 2"): roots and tips first
     unique = unique_names([names[i] for i in priority])
     return [unique[i] for i in np.argsort(priority)]
 

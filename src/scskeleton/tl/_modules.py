@@ -73,7 +73,7 @@ def trend_modules(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
 
     ``adata.var[name]``
         Categorical module ``"0"``…: NaN for genes not clustered (not

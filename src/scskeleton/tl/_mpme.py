@@ -37,8 +37,8 @@ def mpme(
 ) -> AnnData | None:
     """Learn a sparse positive similarity graph over the cells and embed them (MPME).
 
-    Mao, Wang & Tsang, maximum posterior manifold embedding
-    (``shared/papers/mpme_…``), Algorithm 1. The posterior of the embedding is
+    Mao, Wang & Tsang, "A unified probabilistic framework for robust manifold
+    learning and embedding", Machine Learning 106, 627–650, 2017, Algorithm 1. The posterior of the embedding is
     N(0, (L + λI)⁻¹) per dimension (eqs. 8, 11), with L the Laplacian of a
     similarity W learned from the pairwise distances φ by the convex
     box-constrained dual problem (13),
@@ -98,9 +98,8 @@ def mpme(
         φ = d/(4C) (5 % of the mean squared distance between cells for
         d = 2), so the ties among closer cells, which differ by noise, are
         shared among them rather than given to a single edge. This keeps
-        local class structure (iris 1-NN leave-one-out 0.9467 at λ = 0.3
-        against 0.90 with C = ∞; the method note has the grid) while the circle, the moons and branching data keep
-        their shape. ``np.inf`` is the paper's setting for skeletons
+        local class structure better than C = ∞ while the circle, the moons
+        and branching data keep their shape. ``np.inf`` is the paper's setting for skeletons
         (sparsest W, Fig. 2); at C = ∞ coinciding cells (φ = 0), which would
         take an infinite weight, are capped at 10·d/φ_min (φ_min the
         smallest positive φ) and logged.
@@ -197,15 +196,15 @@ def mpme(
         )
         graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
     if not result.converged:
-        logg.warning(f"MPME stopped after {result.n_iter} L-BFGS-B iterations ({result.message}); "
-                     "consider a larger maxiter.")
+        logg.warning(f"MPME stopped after {result.n_iter} iterations before converging (optimizer: {result.message}), "
+                     "so the embedding may not be final. Rerun with a larger maxiter.")
     n_coinciding = int(np.count_nonzero(result.phi == 0))
     if n_coinciding and not np.isfinite(C):
         logg.info(f"    {n_coinciding} pairs of coinciding cells (φ = 0): with C = inf their weight is capped "
                   "at 10·d/φ_min instead of growing without limit")
     if result.n_nonzero == 0:
-        logg.warning(f"MPME learned no edge (every pair has φ/d above the posterior's reach at lam={lam}); "
-                     "the embedding carries no structure. Lower lam.")
+        logg.warning(f"MPME connected no two cells at lam={lam}, so the embedding shows no structure and should not "
+                     "be used. Rerun with a smaller lam.")
 
     adata = adata.copy() if copy else adata
     params = {

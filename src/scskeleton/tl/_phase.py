@@ -8,6 +8,7 @@ from scanpy import logging as logg
 
 from .._core.trees import trajectory as core
 from .._schema import cell_projection, member_cells, phase_key, resolve_key
+from ._milestones import node_name
 from ._results import update_entry
 from ._trajectory import _path_end, rooted_graph
 
@@ -61,7 +62,10 @@ def phase(
     graph = rooted_graph(adata, key, why=" (the phase starts there)")
     start = int(graph.roots[0])
     if graph.roots.size > 1:
-        logg.warning(f"{key!r} has {graph.roots.size} roots; the phase starts at the first, node {start}.")
+        logg.warning(
+            f"{key!r} has {graph.roots.size} roots, so the phase starts at the first, {node_name(adata, key, start)}. "
+            f"To start elsewhere, root the loop once: sks.tl.root(adata, {key!r}, node=...)."
+        )
     target = None if toward is None else _path_end(adata, graph, toward, "toward")
     start_time = logg.info(f"computing the phase around the loop of {key!r}")
     adata = adata.copy() if copy else adata

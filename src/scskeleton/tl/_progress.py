@@ -53,6 +53,19 @@ def bars_off() -> bool:
     return _QUIET or int(sc.settings.verbosity) < 1 or os.environ.get("TQDM_DISABLE", "") not in ("", "0", "False", "false")
 
 
+def end_bar(bar) -> None:
+    """Close ``bar`` and leave its last state on a line of its own, ended by a newline, so that the next
+    log line starts at the beginning of a line. (A bar cleared on close, ``leave=False``, ends in a
+    carriage return, and output captured as text, in Jupyter or pytest, glues the next line to it.)
+    A run that stopped before its total (a solver that converged early) ends full, at the step it reached."""
+    if not bar.disable and 0 < bar.n < (bar.total or 0):
+        bar.total = bar.n
+        container = getattr(bar, "container", None)
+        if container is not None:  # a notebook widget keeps the total it was drawn with
+            container.children[1].max = bar.n
+    bar.close()
+
+
 @contextmanager
 def quiet() -> Iterator[None]:
     """Run learners without their log lines and progress bars (e.g. the refits of
@@ -88,7 +101,7 @@ def solver_run(
     arrays, :func:`node_solver_threads` for the others)."""
     n_cells, n_features = shape
     start = logg.info(f"computing {name}{detail} on {use_rep} ({n_cells} cells × {n_features} {features})")
-    bar = tqdm(total=maxiter, desc=name, disable=bars_off() or size < LONG_RUN, leave=False)
+    bar = tqdm(total=maxiter, desc=name, disable=bars_off() or size < LONG_RUN, leave=True)
 
     def callback(iteration: int, objective: float) -> None:
         bar.update(1)
@@ -102,4 +115,4 @@ def solver_run(
         with threads:
             yield SolverRun(callback=callback, start=start)
     finally:
-        bar.close()
+        end_bar(bar)

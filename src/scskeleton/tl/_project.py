@@ -119,8 +119,8 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str | None = None, *, n
 
     Returns
     -------
-    ``None``, or the modified copy of ``adata_new`` when ``copy=True``. Sets,
-    in ``adata_new`` (``key`` = ``key_added``), the fields of the reference's
+    ``None``, or the modified copy of ``adata_new`` when ``copy=True``. Sets the
+    following fields in ``adata_new`` (``key`` = ``key_added``): those of the reference's
     learner and trajectory tools, so that ``tl.trends``, ``pl.tree`` and the
     rest work on it:
 
@@ -351,8 +351,8 @@ def _gene_columns(adata: AnnData, layer: str | None, columns: np.ndarray, where:
 
 def _warn_no_trajectory(key: str) -> None:
     """Say that ``key`` has no root or pseudotime yet, so only the placement is written."""
-    logg.warning(f"{key!r} has no trajectory yet: only the assignment is written. Run sks.tl.root and "
-                 f"sks.tl.pseudotime on the reference first to place the cells in pseudotime.")
+    logg.warning(f"{key!r} has no root or pseudotime yet, so the new cells are placed on the graph but get no "
+                 "pseudotime. To get one, run sks.tl.root and sks.tl.pseudotime on the reference, then project again.")
 
 
 def _new_representation(adata_new: AnnData, use_rep: str, n_pcs: int, key: str) -> np.ndarray:

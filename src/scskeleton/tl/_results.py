@@ -177,13 +177,13 @@ def write_graph(
             # measured: connected simulated trees on X_umap were flagged in 4 and 6 of 15 runs
             embedding = any(name in use_rep.lower() for name in ("umap", "tsne"))
             logg.warning(
-                f"{len(graph['gap_edges'])} edge(s) of the tree {key!r} cross a gap in the data, where no "
-                "cells lie between two groups of cells: the tree bridges separate clusters, and pseudotime "
-                "across those edges is not a trajectory. Check sks.pl.tree (they are drawn dashed); for data "
-                "made of separate lineages or cell types, fit sks.tl.rpg_l1, whose graph can have several "
-                f"components, or analyse each cluster apart. Edges: adata.uns[{key!r}]['gap_edges']."
-                + (f" The tree was fitted on {use_rep!r}: UMAP and t-SNE open gaps between cells that are "
-                   "continuous in the data; refit on 'X_pca' to tell." if embedding else "")
+                f"{len(graph['gap_edges'])} edge(s) of the tree {key!r} cross a gap where no cells lie, so the "
+                "tree bridges separate groups of cells and pseudotime across those edges "
+                f"(adata.uns[{key!r}]['gap_edges'], drawn dashed by sks.pl.tree) is not a trajectory"
+                + (f"; but the tree was fitted on {use_rep!r}: UMAP and t-SNE open gaps between cells that are "
+                   "continuous in the data, so refit on 'X_pca' to tell" if embedding else "")
+                + ". For separate lineages or cell types, fit sks.tl.rpg_l1, whose graph can have several "
+                "components, or analyse each cluster apart."
             )
     if projection is not None:
         graph["projection"] = np.asarray(projection, dtype=float)

@@ -63,7 +63,10 @@ def rpg(
 ) -> AnnData | None:
     """Learn a principal tree with the regularized principal graph (RPG) method.
 
-    Mao, Wang, Tsang & Sun, regularized principal graph (``shared/papers/rpg_…``),
+    Mao, Wang, Tsang & Sun, "A novel regularized principal graph learning
+    framework on explicit graph representation", arXiv preprint, 2015 (published
+    as "Principal graph and structure learning based on reversed graph
+    embedding", IEEE TPAMI, 2017; equations numbered as in the preprint),
     problem (17) with the spanning-tree constraint: K principal points C in
     the space of ``use_rep`` joined by a spanning tree W, and a soft
     assignment P of cells to points. Algorithm 1 (K = N) or Algorithm 2
@@ -112,9 +115,8 @@ def rpg(
         Start each iteration from an over-relaxed step (stretched by a growing
         factor, kept only if the objective does not rise; Salakhutdinov &
         Roweis 2003): about half the passes over the cells to a lower
-        objective. Off by default for the tree: on simulated counts its lower
-        optima are bushier trees (2–3× as many branches pruned) and the exact
-        topology fell from 79/80 to 71/80 runs; the paper's plain alternation
+        objective. Off by default for the tree: its lower optima are bushier
+        trees with more spurious branches, while the paper's plain alternation
         stops where the tree is still smooth.
     prune, min_branch_extension, min_branch_fraction
         Remove terminal branches that do not stand out of the noise after the
@@ -134,8 +136,8 @@ def rpg(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``key`` =
-    ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields
+    (``key`` = ``key_added``):
 
     ``adata.uns[key]``
         ``method`` (``"rpg"``), ``params`` (with the ``n_pcs`` and ``n_nodes``
@@ -197,8 +199,8 @@ def rpg_l1(
 ) -> AnnData | None:
     """Learn a weighted ℓ1 principal graph: loops and several components allowed.
 
-    Problem (17) of the regularized principal graph paper (``shared/papers/rpg_…``)
-    with the ℓ1 graph: besides the graph length and the quantization error,
+    Problem (17) of the regularized principal graph paper (Mao, Wang, Tsang &
+    Sun, arXiv preprint 2015, IEEE TPAMI 2017; see :func:`rpg`) with the ℓ1 graph: besides the graph length and the quantization error,
     each landmark z_k must be reconstructed from its neighbours,
     z_k ≈ Σ_k' w_k'k z_k', at a cost ``lam`` · ||ξ_k||₁. W is the solution of
     the linear program (19)/(23) — (24) with landmarks — restricted to the
@@ -220,7 +222,8 @@ def rpg_l1(
     curve joined and a ring closed only where that stretch is no longer than
     uniform sampling of the cells leaves; components under 1 % of the cells
     joined to the nearest one). W
-    itself is written as ``lp_adjacency``. See ``docs/methods/rpg.md``.
+    itself is written as ``lp_adjacency``. See the documentation's background
+    page on RPG.
     {tuning}
     Parameters
     ----------
@@ -250,10 +253,8 @@ def rpg_l1(
         As in :func:`rpg`, on the skeleton: terminal branches that do not stand
         out of the noise are removed (not in the paper). Where the program's
         band is thick, the skeleton's spanning forest leaves nodes of its far
-        side hanging off the curve as hairs of one to three nodes; on simulated
-        counts (2–4 fates, 1,000 cells, seeds 0–4) the unpruned skeleton had
-        26–46 leaves and the right number of branch points in 6 of 15 runs, the
-        pruned one 14 of 15. Cycles and components are kept.
+        side hanging off the curve as hairs of one to three nodes, which the
+        pruning removes; hence on by default. Cycles and components are kept.
 
     Returns
     -------
@@ -343,7 +344,8 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
             callback=run.callback,
         )
     if not result.converged:
-        logg.warning(f"{name} did not converge in {maxiter} iterations (tol={tol}); consider a larger maxiter.")
+        logg.warning(f"{name} stopped after maxiter={maxiter} iterations before converging (tol={tol}), so the "
+                     "graph may not be final. Rerun with a larger maxiter.")
 
     params = {
         "use_rep": use_rep,
@@ -398,16 +400,15 @@ def _tree_columns(data, use_rep: str, *, allow_weak: bool) -> core.TreeColumns:
     if columns.weak and columns.principal:
         logg.warning(
             f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
-            f"{columns.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth): the principal tree is "
-            f"fitted in its first {columns.n_columns} components, those above the noise floor, with "
-            f"{core.MIN_NODES} nodes. Check the tree with sks.tl.branch_support; pass n_pcs= and n_nodes= to "
-            "choose otherwise."
+            f"{columns.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth), so the tree is fitted "
+            f"in its first {columns.n_columns} components, those above the noise, with {core.MIN_NODES} nodes. "
+            "Check the tree with sks.tl.branch_support, or pass n_pcs= and n_nodes= to choose otherwise."
         )
     elif columns.weak:
         logg.warning(
             f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
             f"{columns.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth), and its leading columns "
             "are not its principal directions, so the tree is fitted in all of them and may follow the noise. Fit "
-            "it on X_pca with few components (n_pcs=), and check it with sks.tl.branch_support."
+            "it on 'X_pca' with few components (n_pcs=), and check it with sks.tl.branch_support."
         )
     return columns

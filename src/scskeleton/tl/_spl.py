@@ -39,8 +39,9 @@ def spl(
 ) -> AnnData | None:
     """Learn a similarity graph, a projection and an embedding by structured projection learning.
 
-    L. Wang, probabilistic dimensionality reduction via structure learning
-    (``shared/papers/ddrtree-spl_…``), §3.3, Algorithm 1. A PPCA likelihood
+    L. Wang, "Probabilistic dimensionality reduction via structure learning",
+    arXiv preprint, 2016 (IEEE TPAMI, 2019, with Q. Mao), §3.3, Algorithm 1
+    (numbered as in the preprint). A PPCA likelihood
     y_i = W x_i + ε with noise precision γ (eq. 5) is combined with
     expected-distance constraints on the kNN graph; the dual (17) learns a
     symmetric S ≥ 0 on the graph's edges and an orthonormal projection W
@@ -176,9 +177,9 @@ def spl(
         )
         graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
     if result.n_nonzero == 0:
-        logg.warning("SPL learned S = 0 (no edge): the result is the PCA projection. Every neighbour "
-                     f"distance is large against the prior at phi_scale={result.phi_scale:.3g}; "
-                     "pass a larger phi_scale (or leave it at None, scaled to the data).")
+        logg.warning(f"SPL connected no two cells at phi_scale={result.phi_scale:.3g}, so the embedding is the plain "
+                     "PCA projection and shows no structure. Pass a larger phi_scale, or leave it at None to scale "
+                     "it to the data.")
 
     adata = adata.copy() if copy else adata
     params = {

@@ -27,7 +27,7 @@ from .._schema import (
 )
 from ._fates import fate_probabilities
 from ._inputs import check_key
-from ._milestones import resolve_node
+from ._milestones import node_names, resolve_node
 from ._phase import phase
 from ._results import update_entry, write_graph
 from ._trajectory import pseudotime
@@ -124,7 +124,8 @@ def subset_tree(
         what = dict(milestones=", ".join(str(m) for m in ends))
     terminals = [resolve_node(adata, key, value, n_nodes=graph.n_nodes, what="milestone") for value in ends]
     if len(set(terminals)) < 2:
-        raise ValueError(f"A sub-trajectory needs two different ends; {ends!r} name(s) node(s) {sorted(set(terminals))}.")
+        raise ValueError(f"A sub-trajectory needs two different ends; {ends!r} name(s) "
+                         f"{node_names(adata, key, sorted(set(terminals)))}.")
     keep = np.zeros(graph.n_nodes, dtype=bool)
     keep[trajectory_core.spanned_nodes(graph.adjacency, graph.nodes, terminals)] = True
 
@@ -306,7 +307,8 @@ def _rerun_phase(adata, key, new_key, old_loop, keep, index, adjacency, roots) -
     if not keep[old_loop].all():
         if new_key == key:
             del adata.obs[phase_key(key)]
-        logg.warning(f"The loop of {key!r} lost nodes; its phase was not carried over to {new_key!r}.")
+        logg.warning(f"The subset cuts the loop of {key!r}, so {new_key!r} gets no phase; the rest of the result is "
+                     "usable. To keep the phase, keep every cell of the loop in the subset.")
         return
     loop = index[old_loop]
     try:
@@ -316,7 +318,9 @@ def _rerun_phase(adata, key, new_key, old_loop, keep, index, adjacency, roots) -
     if start not in loop:
         if new_key == key:
             del adata.obs[phase_key(key)]
-        logg.warning(f"The root of {new_key!r} no longer reaches the loop of {key!r}; its phase was not carried over.")
+        logg.warning(f"The root of {new_key!r} no longer reaches the loop of {key!r}, so {new_key!r} gets no phase; "
+                     f"the rest of the result is usable. To get one, root {new_key!r} on the loop and run "
+                     f"sks.tl.phase(adata, {new_key!r}).")
         return
     following = int(loop[(int(np.flatnonzero(loop == start)[0]) + 1) % loop.size])
     phase(adata, new_key, toward=following)

@@ -66,7 +66,7 @@ def branch_support(
     few cells land elsewhere in other fits, near 0. Branch points are the
     nodes of degree ≥ 3 and leaves those of degree 1 of the stored adjacency,
     as it is (``tl.pseudotime``'s ``min_branch_nodes`` pruning is not
-    applied). See the method notes (``docs/methods/support.md``).
+    applied). See the documentation's background page on branch support.
 
     Parameters
     ----------
@@ -151,7 +151,7 @@ def branch_support(
     seeds = np.random.SeedSequence(random_state).spawn(n_boot)
     hide_bar = _progress.bars_off()  # decided outside quiet(), which hides the refits' own bars
     with _progress.quiet():
-        for round_, seed in enumerate(_progress.tqdm(seeds, desc=f"branch support ({graph.method})", leave=False,
+        for round_, seed in enumerate(_progress.tqdm(seeds, desc=f"branch support ({graph.method})", leave=True,
                                                           disable=hide_bar)):
             cells = np.sort(np.random.default_rng(seed).choice(n_cells, size=n_sub, replace=False))
             refit, converged = _refit(learner, data[cells], use_rep, kwargs)

@@ -35,7 +35,9 @@ from .._schema import (
 )
 from ._fates import clear_fates
 from ._inputs import check_unique_obs_names, stored_neighbors
-from ._milestones import default_names, milestone_entry, milestone_order, resolve_node
+from ._milestones import (
+    default_names, milestone_entry, milestone_order, node_argument, node_name, node_names, resolve_node,
+)
 from ._results import update_entry
 
 #: ``obs_min`` / ``obs_max`` pick the root near the cells in this extreme quantile.
@@ -151,7 +153,7 @@ def root(
         raise ValueError("per_component=True takes one group label; with a list of labels each label gives one root.")
     if how == "node":
         chosen = core.check_roots(graph.adjacency, _node_indices(adata, key, node, graph.n_nodes), several=several)
-        _warn_inner_roots(graph, chosen, reason=f"node {chosen.tolist()} was given")
+        _warn_inner_roots(adata, graph, chosen, reason=f"node={node!r} was given")
     elif labels is not None:
         assignment = cell_assignment(adata, key)
         total_mass = column_sums(assignment)
@@ -162,14 +164,14 @@ def root(
             several=several,
         )
         chosen = core.check_roots(graph.adjacency, _settle_on_stubs(adata, key, graph, chosen), several=several)
-        _warn_inner_roots(graph, chosen, reason=f"the cells of group={group!r} reach no tip")
+        _warn_inner_roots(adata, graph, chosen, reason=f"the cells of group={group!r} reach no tip")
     else:
         assignment = cell_assignment(adata, key)
         cells = _select_cells(adata, how, value)
         group_mass = column_sums(assignment, cells)
         if how == "cell":
             chosen = _settle_on_stubs(adata, key, graph, np.array([group_mass.argmax()]))
-            _warn_inner_roots(graph, chosen, reason=f"cell {value!r} sits there")
+            _warn_inner_roots(adata, graph, chosen, reason=f"cell {value!r} sits there")
         else:
             total_mass = column_sums(assignment)
             if per_component:
@@ -177,7 +179,7 @@ def root(
             else:
                 chosen = np.array([core.root_node(graph.adjacency, graph.nodes, group_mass, total_mass)])
             chosen = core.check_roots(graph.adjacency, _settle_on_stubs(adata, key, graph, chosen), several=True)
-            _warn_inner_roots(graph, chosen, reason=f"the cells of {how}={value!r} reach no tip")
+            _warn_inner_roots(adata, graph, chosen, reason=f"the cells of {how}={value!r} reach no tip")
     starts = _start_cells(adata, graph, chosen, how, value, labels)
     adata = adata.copy() if copy else adata
     # a single root stays a plain int, as before; several are stored as an int array (h5ad-safe)
@@ -186,7 +188,7 @@ def root(
         adata.uns[key].pop("root_cells", None)
     else:
         update_entry(adata, key, root_cells=np.asarray(adata.obs_names[starts], dtype=str))
-    logg.info(f"root of {key!r} set to node(s) {chosen.tolist()} (from {how}={value!r})")
+    logg.info(f"root of {key!r} set to {node_names(adata, key, chosen)} (from {how}={value!r})")
     return adata if copy else None
 
 
@@ -216,7 +218,7 @@ def _start_cells(adata: AnnData, graph: StoredGraph, roots: np.ndarray, how: str
     return np.array(starts, dtype=np.intp)
 
 
-def _warn_inner_roots(graph: StoredGraph, roots: np.ndarray, *, reason: str) -> None:
+def _warn_inner_roots(adata: AnnData, graph: StoredGraph, roots: np.ndarray, *, reason: str) -> None:
     """Warn when a root is not a leaf: pseudotime would then run both ways from it."""
     degree = degrees(graph.adjacency)
     for node in roots[degree[roots] > 1]:
@@ -224,9 +226,10 @@ def _warn_inner_roots(graph: StoredGraph, roots: np.ndarray, *, reason: str) -> 
         if leaf is None:  # a cycle: any node is as good a start as another
             continue
         logg.warning(
-            f"The root of {graph.key!r} is node {int(node)} ({reason}): not a tip of the graph, so "
-            f"pseudotime will increase in both directions from it. If the trajectory starts at the nearest tip, "
-            f"node {leaf}, root there: sks.tl.root(adata, {graph.key!r}, node={leaf})."
+            f"The root of {graph.key!r} is {node_name(adata, graph.key, node)} ({reason}): not a tip of the graph, "
+            f"so pseudotime will increase in both directions from it. If the trajectory starts at the nearest tip, "
+            f"{node_name(adata, graph.key, leaf)}, root there: "
+            f"sks.tl.root(adata, {graph.key!r}, node={node_argument(adata, graph.key, leaf)})."
         )
 
 
@@ -260,8 +263,8 @@ def _settle_on_stubs(adata: AnnData, key: str, graph: StoredGraph, roots: np.nda
             length, tip = min(stubs)
             settled[position] = tip
             logg.info(
-                f"root of {key!r} moved from node {int(node)} to the tip {tip} just past it "
-                f"({length:.3g} away, within {core.STUB_WIDTHS:g} noise widths of the cells there)"
+                f"root of {key!r} moved from {node_name(adata, key, node)} to {node_name(adata, key, tip)}, the tip "
+                f"just past it ({length:.3g} away, within {core.STUB_WIDTHS:g} noise widths of the cells there)"
             )
     return settled
 
@@ -436,8 +439,8 @@ def pseudotime(
         _diffusion_order(adata, key, graph, located, times, connectivities, n_neighbors, shape)
     if unrooted.any():
         logg.warning(
-            f"{int(unrooted.sum())} cells lie in a connected component of {key!r} "
-            f"without a root; their pseudotime is NaN. Root every component with "
+            f"{int(unrooted.sum())} cells lie in a part of {key!r} not connected to a root, so their pseudotime "
+            f"is NaN; the other cells' is usable. Root every part with "
             f"sks.tl.root(adata, {key!r}, group=..., per_component=True) or node=[...]."
         )
     update_entry(
@@ -451,8 +454,10 @@ def pseudotime(
         pseudotime_order=order,
     )
     clear_fates(adata, key)
+    branch_points = set(shape.branch_points.tolist())
+    forks = [name for node, name in zip(milestone_nodes.tolist(), milestone_names) if node in branch_points]
     logg.info(
-        f"    finished ({shape.branch_points.size} branch points, {len(names)} segments)",
+        f"    finished ({'forks: ' + ', '.join(forks) if forks else 'no forks'}; {len(names)} segments)",
         time=start,
         deep=(
             f"added\n    obs[{pseudotime_key(key)!r}], obs[{segment_key(key)!r}], obs[{milestone_key(key)!r}], "
@@ -494,9 +499,10 @@ def _diffusion_order(adata, key, graph, projection, tree_times, connectivities, 
     stranded = np.isnan(times) & np.isfinite(tree_times)
     if stranded.any():
         logg.warning(
-            f"{int(stranded.sum())} cells of {key!r} have no path from the root over the neighbour graph within "
-            "the tree's segments; their pseudotime is NaN. Recompute sc.pp.neighbors on the representation the tree "
-            "was learned in (more neighbours join stray cells), or use order='tree'."
+            f"{int(stranded.sum())} cells of {key!r} have no path from the root through the neighbour graph along "
+            "their branch of the tree, so their pseudotime is NaN; the other cells' is usable. Recompute "
+            "sc.pp.neighbors on the representation the tree was learned in (more neighbours join stray cells), "
+            "or use order='tree'."
         )
     adata.obs[pseudotime_key(key)] = times
     return times

@@ -20,9 +20,9 @@ from .._core.stats import trends as trend_core
 from .._core.trees import trajectory as trajectory_core
 from .._core.validation import COUNT_CHECK_CELLS, looks_like_counts
 from .._dask import is_dask, require_dask
-from .._schema import MAIN_MATRIX, phase_key, pseudotime_key, read_graph, resolve_key, segment_key
+from .._schema import MAIN_MATRIX, phase_key, pseudotime_key, read_graph, resolve_key, segment_key, unique_names
 from ._inputs import check_key, expression_name, gene_columns, get_expression
-from ._milestones import resolve_node, resolve_segment
+from ._milestones import lineage_label, milestone_name, node_name, resolve_node, resolve_segment, segment_label
 from ._results import plain_params
 from ._threads import chunked_solver_threads
 from ._trajectory import _path_end
@@ -39,7 +39,8 @@ _MODEL = """
     matrix). All genes are fitted by one multi-column solve from their
     sufficient statistics, and sparse expression is read in chunks of cells,
     never densified. A dask ``adata.X`` or layer is read chunk by chunk, in one
-    pass over the cells, and never loaded. See ``docs/methods/trends.md``.
+    pass over the cells, and never loaded. See the documentation's background
+    page on gene trends.
 """
 
 
@@ -64,7 +65,7 @@ def trends(
     {model}
     Each trend is tested against a constant by an F test whose p-values
     come from its exact null under Gaussian noise (a saddlepoint
-    approximation; see the method notes); they are corrected by
+    approximation); they are corrected by
     Benjamini–Hochberg over the genes fitted.
 
     Parameters
@@ -115,7 +116,7 @@ def trends(
         often, lower it for more power on simple trends. ``None`` chooses λ
         per gene by generalised cross-validation (as ``make_smoothing_spline``);
         the curves follow sharp changes better, but the p-values then ignore
-        that λ was chosen from the data and are optimistic (12 % of null
+        that λ was chosen from the data and are optimistic (too many null
         genes below 0.05).
     n_grid
         Number of points of the common pseudotime grid the curves are stored on.
@@ -126,7 +127,7 @@ def trends(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
 
     ``adata.uns[name]``
         ``method`` (``"trends"``), ``params``, ``graph`` (= ``key``), ``grid``
@@ -169,12 +170,12 @@ def trends(
             raise ValueError(f"path must be (start, end), each a node index or (obs_key, value); got {path!r}.")
         first, last = (_path_end(adata, graph, end, which) for end, which in zip(path, ("start", "end")))
         if first == last:
-            raise ValueError(f"The path starts and ends at node {first}; give two different ends.")
+            raise ValueError(f"The path starts and ends at {node_name(adata, key, first)}; give two different ends.")
         frame = path_cells(adata, key, path[0], path[1])
         rows = adata.obs_names.get_indexer(frame.index)
         times = frame["position"].to_numpy()
         nodes = trajectory_core.node_path(graph.adjacency, graph.nodes, first, last)
-        time_kind, where = "position", f"path {first} → {last}"
+        time_kind, where = "position", f"path {node_name(adata, key, first)} → {node_name(adata, key, last)}"
     elif loop:
         if phase_key(key) not in adata.obs or "loop" not in adata.uns[key]:
             raise KeyError(f"{key!r} has no phase yet: run sks.tl.phase(adata, {key!r}) first.")
@@ -190,7 +191,7 @@ def trends(
         pseudotime = adata.obs[pseudotime_key(key)].to_numpy(dtype=float)
         rows = np.flatnonzero((labels == segment) & np.isfinite(pseudotime))
         times = pseudotime[rows]
-        time_kind, where = "pseudotime", f"segment {segment}"
+        time_kind, where = "pseudotime", f"segment {segment_label(adata.uns[key], segment)}"
     if rows.size < 3:
         raise ValueError(f"The {where} of {key!r} holds {rows.size} cells; a trend needs more. Pick a longer path.")
 
@@ -267,7 +268,7 @@ def branch_test(
     The null's noise is around one shared curve, fitted with ``df + 2``
     degrees of freedom, so that the different smoothing of a switch-like
     shared trend on branches whose cells lie at different times is not
-    read as a difference between them (docs/methods/trends.md). A sparse
+    read as a difference between them. A sparse
     gene whose expressing cells a branch would hold fewer than 10 of were it
     alike in every branch must also pass a count test there (its few
     non-zero values are not Gaussian; :func:`~scskeleton._core.stats.inference.sparse_count_pvalues`).
@@ -311,14 +312,10 @@ def branch_test(
         ``"both"`` (default): the comparison below with ``"fit"`` and with
         ``"none"``, each gene given the larger of its p-values (an
         intersection–union test: its level holds wherever either axis is
-        right). Neither is right everywhere: the warp undoes a learner's
-        uneven pace along the branches, but where most genes part gradually
-        after the fork it mistakes their delays for a difference of pace
-        (on PROSSTT-like random-walk trees it flagged up to a third of
-        genes that follow one curve of the true time, and up to 72 % when
-        handed the true time itself). On 87 forks of learned trees the forks
-        holding the level rose from 75 to 81, the worst from 33.5 % to 21 %,
-        and 3 % fewer true branch genes were called (docs/methods/trends.md).
+        right). The default because neither is right everywhere: the warp
+        undoes a learner's uneven pace along the branches, but where most
+        genes part gradually after the fork it mistakes their delays for a
+        difference of pace; the price is slightly fewer branch genes called.
         The curves, ``grid`` and ``obs[f"{name}_time"]`` are those of the
         registered axis; ``var`` also holds the two p-values.
         ``"fit"``: before the test, each branch's pseudotime past
@@ -332,9 +329,8 @@ def branch_test(
         tested. A learner
         stretches the branches of a fork differently and unevenly, and genes
         that follow the same curve of the process on both branches then look
-        different: with DDRTree's pseudotime 1–57 % of such genes were called
-        at FDR 0.05 without registration, 0–3 % with it (docs/methods/trends.md
-        has the measurements and the cases it does not fix). Branches that
+        different without registration (see the documentation's background
+        page on branch registration for the cases it does not fix). Branches that
         really span different stretches of the process keep their pace (a
         rescaling to equal ranges, as in tradeSeq's pattern test, would
         stretch a branch that stops early). The curves, ``grid`` and
@@ -348,18 +344,16 @@ def branch_test(
         tree's pace changes from edge to edge, in places faster than five
         pieces follow, while nine misread more forks whose genes part
         gradually (the curves are on the five-piece warp's axis). With
-        ``"both"`` both warps are compared beside the unregistered axis: on
-        PHATE's trees of random walks, whose learned pace changes from step
-        to step, the five-piece warp alone held the level on 13 of 21 forks
-        (both: 18), at the price of p-values a little more conservative where
-        every axis is right.
+        ``"both"`` both warps are compared beside the unregistered axis, for
+        learned trees whose pace changes from step to step, at the price of
+        p-values a little more conservative where every axis is right.
         ``"none"``: compare the pseudotimes as they are (calibrated only when
         they are proportional to the process's time on every branch). Where
         the warp presses against the bounds of its family (a branch's pace
         more than 4-fold another's, or the branches slid past each other),
         genes that part after the fork placed it, not genes the branches
-        share; the branches are then compared on the learned pseudotime, with
-        a warning and ``uns[name]["warp_at_bound"]``. On a
+        share; the branches are then compared on the learned pseudotime, as
+        the log (at info level) and ``uns[name]["warp_at_bound"]`` say. On a
         dask matrix, ``"fit"`` and ``"both"`` first read the (at most 3,000)
         cells the warps are fitted on; ``"fit"`` passes over the cells twice,
         ``"both"`` three times.
@@ -370,20 +364,22 @@ def branch_test(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
 
     ``adata.uns[name]``
         ``method`` (``"branch_test"``), ``params``, ``graph``, ``branch_point``,
         ``time`` (``"registered pseudotime"``, or ``"pseudotime"`` with
         ``registration="none"`` or a warp at its bound), ``stretch`` (each
         branch's factor), ``shift`` (each branch's shift), ``warp_at_bound``
-        (the warp pressed against a bound of its family and the branches were
-        compared on the learned pseudotime, with a warning),
-        ``branches`` (the id of the segment each
-        branch starts with, also its label), ``segments`` (``{"trunk" or
-        label: segment ids}``), ``grid``,
+        (``True`` where the warp pressed against a bound of its family and the
+        branches are compared on the learned pseudotime),
+        ``branch_point_name`` (its milestone name), ``branches`` (each
+        branch's label: that of the segment it starts with, ``"fork 1 →
+        tip 2"``, as in ``obs``), ``branch_ids`` (the id of that segment, in
+        the same order), ``segments`` (``{"trunk" or branch id: segment
+        ids}``), ``grid``,
         ``knots``, ``df_shared``, ``df_branches``, ``n_cells`` (trunk first)
-        and ``edges`` (``{"trunk" or label: E × 2 graph edges}``, for ``pl.path``).
+        and ``edges`` (``{"trunk" or branch id: E × 2 graph edges}``, for ``pl.path``).
     ``adata.varm[f"{name}_curves"]``
         Genes × B × ``n_grid``: each branch's curve (trunk included), NaN
         outside the pseudotime range of its cells and for genes not tested.
@@ -424,7 +420,7 @@ def branch_test(
     )
     start = logg.info(
         f"testing {_count(columns, adata)} genes for differences between the {len(branches)} branches "
-        f"at node {fork.branch_point} ({rows.size} cells)"
+        f"at {node_name(adata, key, fork.branch_point)} ({rows.size} cells)"
     )
     _warn_if_counts(matrix, source, rows)
     with _reading_threads(matrix):
@@ -447,7 +443,7 @@ def branch_test(
     for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
                            *_axis_pvalues(adata, name, result, registration)):
         adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
-    categories = ["trunk", *branch_names]
+    categories = ["trunk", *fork.labels]
     codes = np.full(adata.n_obs, -1)
     codes[rows] = group[rows]
     adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=categories)
@@ -465,7 +461,9 @@ def branch_test(
         "stretch": result.stretch,
         "shift": result.shift,
         "warp_at_bound": result.warp_at_bound,
-        "branches": np.array(branch_names, dtype=object),
+        "branches": np.array(fork.labels, dtype=object),
+        "branch_ids": np.array(branch_names, dtype=object),
+        "branch_point_name": node_name(adata, key, fork.branch_point),
         "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
         "grid": result.grid,
         "knots": result.knots,
@@ -536,11 +534,12 @@ def association_test(
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets (``name`` = ``key_added``):
+    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
 
     ``adata.uns[name]``
         ``method`` (``"association_test"``), ``params``, ``graph``,
         ``lineages`` (``{leaf segment id: segment ids from the root}``),
+        ``lineage_labels`` (``"root → tip 2"``, in the same order),
         ``grid``, ``knots``, ``df``, ``n_cells`` (per lineage).
     ``adata.varm[f"{name}_curves"]``
         Genes × lineages × ``n_grid`` curves, NaN outside a lineage's
@@ -592,6 +591,8 @@ def association_test(
                                     n_grid=n_grid)),
         "graph": key,
         "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},
+        "lineage_labels": np.array(unique_names([lineage_label(adata.uns[key], chain) for chain in chains]),
+                                   dtype=object),
         "grid": result.grid,
         "knots": result.knots,
         "df": result.df,
@@ -614,15 +615,15 @@ class _Fork:
     segments: dict
     trunk: list
     branches: list
-    names: list
+    names: list  # each branch's first segment id: the keys of the results' segments and edges
+    labels: list  # each branch's first segment label ("fork 1 → tip 2"): the names results show
     group: np.ndarray  # per cell: 0 trunk, b ≥ 1 branch, −1 elsewhere
     rows: np.ndarray  # cells in the trunk or a branch, with a pseudotime
     pseudotime: np.ndarray
     df: float | None = None  # the df the branches carry (_fork_cells)
 
     def messages(self) -> list[str]:
-        return [f"The branch starting with segment {b} (segments {', '.join(m)})"
-                for b, m in zip(self.names, self.branches)]
+        return [f"The branch {label}" for label in self.labels]
 
 
 def _axis_pvalues(adata: AnnData, name: str, result, registration: str) -> list:
@@ -644,8 +645,8 @@ def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = No
     """Validate ``branch_point`` and split the trajectory's cells into trunk and branches around it.
 
     With ``df``, a branch whose cells cannot carry a curve of ``df`` degrees of freedom (no more
-    cells than ``df``: a stub that learners keep on a few hundred cells) is left out with a
-    warning, and the others are compared; where fewer than two branches would be left, every
+    cells than ``df``: a stub that learners keep on a few hundred cells) is left out, as the
+    log says at info level, and the others are compared; where fewer than two branches would be left, every
     curve takes the df the second largest branch carries (its cells less one; ``_Fork.df``),
     with a warning, and a fork where that is 2 or less is an error.
     """
@@ -654,19 +655,29 @@ def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = No
     try:
         branch_point = resolve_node(adata, key, branch_point, n_nodes=graph.n_nodes, what="branch_point")
     except ValueError as error:
+        forks = np.asarray(adata.uns[key].get("branch_points", [])).tolist()
+        order = np.asarray(adata.uns[key].get("milestones", {}).get("nodes", [])).tolist()
+        forks = sorted(forks, key=lambda node: (order.index(node) if node in order else len(order), node))
         raise ValueError(f"{error} Branch points of {key!r}: "
-                         f"{np.asarray(adata.uns[key].get('branch_points', [])).tolist()}.") from None
-    trunk, branches = lineage_core.branch_cells(segments, branch_point, adata.uns[key]["root"])
+                         f"{[node_name(adata, key, node) for node in forks]}.") from None
+    try:
+        trunk, branches = lineage_core.branch_cells(segments, branch_point, adata.uns[key]["root"])
+    except ValueError as error:  # the solver knows nodes by index; the message names the milestone
+        name = milestone_name(adata, key, branch_point)
+        if name is None:
+            raise
+        raise ValueError(str(error).replace(f"Node {branch_point} ", f"Milestone {name!r} ", 1)) from None
     group_of_segment = {segment: 0 for segment in trunk}
     for number, members in enumerate(branches, start=1):
         group_of_segment.update({segment: number for segment in members})
     group = np.array([group_of_segment.get(label, -1) for label in labels])
     rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
     counts = np.bincount(group[rows], minlength=len(branches) + 1)
-    empty = [members[0] for members, count in zip(branches, counts[1:]) if count == 0]
+    empty = [segment_label(adata.uns[key], members[0]) for members, count in zip(branches, counts[1:]) if count == 0]
+    here = node_name(adata, key, branch_point)
     if empty:  # e.g. a branch outside a sub-trajectory, or emptied by a pruning
         raise ValueError(
-            f"The branch(es) starting with segment(s) {', '.join(empty)} at node {branch_point} of {key!r} hold no "
+            f"The branch(es) {', '.join(empty)} at {here} of {key!r} hold no "
             f"cell with a pseudotime, so there is nothing to compare. Remove branches too small to analyse with "
             f"sks.tl.cleanup(adata, {key!r}, min_cells=...), or choose another branch point."
         )
@@ -678,24 +689,23 @@ def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = No
                 what = ("pass df=2.5 to compare them anyway, choose another branch point" if second == 3
                         else "choose another branch point")
                 raise ValueError(
-                    f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: a branch's own curve "
+                    f"At {here} of {key!r}, {_branch_sizes(adata, key, branches, counts)}: a branch's own curve "
                     f"needs more cells than its degrees of freedom (more than 2), and only one branch has 4 or "
                     f"more cells. A stub this small is rarely a fate: {what}, or remove it with "
                     f"sks.tl.cleanup(adata, {key!r}, min_cells=...)."
                 )
             logg.warning(
-                f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: df={df:g} is more than "
-                f"the smaller branch carries; every curve uses df={second - 1:g}. A stub this small is rarely "
-                f"a fate: check it with sks.tl.branch_support."
+                f"At {here} of {key!r}, {_branch_sizes(adata, key, branches, counts)}: the smaller branch cannot "
+                f"carry df={df:g}, so every curve uses df={second - 1:g} and the test is still valid. A branch this "
+                f"small is rarely a fate: check it with sks.tl.branch_support."
             )
             df = float(second - 1)
         kept = np.flatnonzero(counts[1:] > df)
         if kept.size < len(branches):
-            logg.warning(
-                f"At node {branch_point} of {key!r}, {_branch_sizes(branches, counts)}: the branch(es) with no more "
-                f"cells than df={df:g} cannot carry their own curve and are left out; the other "
-                f"{kept.size} are compared. Lower df to include them, or remove them with "
-                f"sks.tl.cleanup(adata, {key!r}, min_cells=...)."
+            logg.info(
+                f"    at {here} of {key!r}, the branch(es) with no more cells than df={df:g} are left out and the "
+                f"other {kept.size} are compared ({_branch_sizes(adata, key, branches, counts)}; a lower df "
+                "includes them)"
             )
             renumber = np.full(len(branches) + 1, -1)
             renumber[0] = 0
@@ -704,13 +714,15 @@ def _fork_cells(adata: AnnData, key: str, branch_point, *, df: float | None = No
             branches = [branches[b] for b in kept]
             rows = np.flatnonzero((group >= 0) & np.isfinite(pseudotime))
     return _Fork(branch_point=branch_point, segments=segments, trunk=trunk, branches=branches,
-                 names=[members[0] for members in branches], group=group, rows=rows, pseudotime=pseudotime,
-                 df=df)
+                 names=[members[0] for members in branches],
+                 labels=[segment_label(adata.uns[key], members[0]) for members in branches],
+                 group=group, rows=rows, pseudotime=pseudotime, df=df)
 
 
-def _branch_sizes(branches: list, counts: np.ndarray) -> str:
+def _branch_sizes(adata: AnnData, key: str, branches: list, counts: np.ndarray) -> str:
     return "the branches hold " + ", ".join(
-        f"{count} cells (segment {members[0]})" for members, count in zip(branches, counts[1:]))
+        f"{count} cells ({segment_label(adata.uns[key], members[0])})"
+        for members, count in zip(branches, counts[1:]))
 
 
 def _fork_edges(fork: _Fork, members: dict) -> dict:
@@ -733,22 +745,18 @@ def _lineage_cells(adata: AnnData, key: str):
 
 def _warn_warp_at_bound(result) -> None:
     if result.warp_at_bound:
-        logg.warning(
-            "The registration's warp pressed against the bounds of its family (one branch's pace more than "
-            "4-fold another's, or the branches slid past each other): genes that differ between the branches "
-            "placed it, not genes they share, so the branches were compared on the learned pseudotime "
-            "(uns[...]['warp_at_bound']). Where the branches do not run side by side in process time, genes "
-            "that follow one trend of the process may be called here (docs/methods/trends.md, 'A warp at its bound "
-            "is not used')."
+        logg.info(
+            "    registration could not match the branches' timing (the warp reached its limits), so they are "
+            "compared on the learned pseudotime ('warp_at_bound' in the result's uns entry)"
         )
 
 
 def _warn_lowered_df(requested, used: float) -> None:
     if requested is not None and used < requested - 1e-3:
         logg.warning(
-            f"df={requested:g} is more than these cells carry (tied or few pseudotimes); each curve uses "
-            f"{used:.2f} effective degrees of freedom instead. Pass df={used:.1f} or less to silence this, "
-            "or raise n_knots."
+            f"df={requested:g} is more than these cells carry (too few distinct pseudotimes), so each curve uses "
+            f"{used:.2f} degrees of freedom instead and the result is still valid. Pass df={used:.1f} or less to "
+            "silence this, or raise n_knots."
         )
 
 
@@ -778,17 +786,17 @@ def _expression(adata: AnnData, layer: str | None, use_raw: bool) -> tuple[objec
 def _warn_if_counts(matrix, source: dict, rows: np.ndarray) -> None:
     """Raw counts differ between cells by their library sizes, which the Gaussian tests would read as
     expression: with one fate sequenced twice as deep, 89 % of genes at a constant share of every
-    library had an association p below 0.05 on counts (37 % log-normalised, 6 % on Pearson residuals;
-    docs/methods/trends.md). Read from the first of the tested cells (``rows``), so that a dask
+    library had an association p below 0.05 on counts (37 % log-normalised, 6 % on Pearson
+    residuals). Read from the first of the tested cells (``rows``), so that a dask
     matrix is read only where the test reads it."""
     head = splines.take_rows(matrix, np.sort(rows)[:COUNT_CHECK_CELLS], None)
     if looks_like_counts(head):
         layer = None if source["layer"] == MAIN_MATRIX else source["layer"]
         logg.warning(
-            f"{expression_name(layer, source['use_raw'])} holds non-negative integers and looks like raw counts. The tests fit Gaussian noise "
-            "around each trend and read the cells' different library sizes as expression: test Pearson "
-            "residuals of the counts (sc.experimental.pp.normalize_pearson_residuals), or log-normalised "
-            "values (sc.pp.normalize_total, then sc.pp.log1p)."
+            f"{expression_name(layer, source['use_raw'])} holds non-negative integers and looks like raw counts, "
+            "so the tests, which fit Gaussian noise around each trend, read the cells' different library sizes as "
+            "expression. Test Pearson residuals of the counts (sc.experimental.pp.normalize_pearson_residuals) or "
+            "log-normalised values (sc.pp.normalize_total, then sc.pp.log1p) instead."
         )
 
 

@@ -1,7 +1,8 @@
 """Embedding via structure learning (ESL): Algorithm 1 of Wang & Li.
 
 Wang & Li, "Learning low-dimensional latent graph structures: a density
-estimation approach" (shared/papers/esl-fsl_…), §III. The dual (20) of the
+estimation approach", IEEE Transactions on Neural Networks and Learning Systems,
+2020, §III. The dual (20) of the
 density estimation problem (19) is a convex program over non-negative edge
 weights W:
 

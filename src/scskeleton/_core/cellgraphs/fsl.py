@@ -1,7 +1,8 @@
 """Feature selection via structure learning (FSL): Algorithm 2 of Wang & Li.
 
 Wang & Li, "Learning low-dimensional latent graph structures: a density
-estimation approach" (shared/papers/esl-fsl_…), §IV. With data X (N points ×
+estimation approach", IEEE Transactions on Neural Networks and Learning Systems,
+2020, §IV. With data X (N points ×
 M features, column r = feature x^r), feature weights θ and a directed graph W,
 Proposition 4 reduces the maximin problem (33) to
 

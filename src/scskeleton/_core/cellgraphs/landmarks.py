@@ -2,8 +2,10 @@
 
 Those learners work on dense N × N matrices (O(N³) per iteration), so beyond a few
 thousand cells they are fitted on K ≪ N landmarks instead of the cells, as
-Algorithm 2 of the regularized principal graph paper (``shared/papers/rpg_…``,
-eq. 24) fits its graph: the landmarks are k-means centroids of the cells
+Algorithm 2 of the regularized principal graph paper (Mao, Wang, Tsang & Sun, "A
+novel regularized principal graph learning framework on explicit graph
+representation", arXiv preprint, 2015, published in IEEE TPAMI, 2017; eq. 24 of the
+preprint) fits its graph: the landmarks are k-means centroids of the cells
 (:func:`~scskeleton._core.trees.assign.kmeans`, deterministic for a seed; FSL
 takes the cells nearest them, :func:`medoid_landmarks`), the learner fits them
 as if they were cells, and every cell is then mapped to the result by the

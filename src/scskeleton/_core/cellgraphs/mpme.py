@@ -1,7 +1,7 @@
 """Maximum posterior manifold embedding (MPME).
 
 Mao, Wang & Tsang, "A unified probabilistic framework for robust manifold
-learning and embedding" (shared/papers/mpme_…). The posterior of the
+learning and embedding", Machine Learning 106, 627–650, 2017. The posterior of the
 embedding is the matrix normal N(0, (L + λI)⁻¹, I) (eqs. 8, 11, 17) whose
 graph Laplacian L = diag(W1) - W comes from the box-constrained convex dual
 problem (13):

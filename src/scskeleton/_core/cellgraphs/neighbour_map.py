@@ -22,10 +22,8 @@ bisection for each cell. The nearest neighbour weighs 1 and the rest decay
 at a rate set by the cell's own neighbourhood, so the weights need no
 bandwidth in the data's units and keep their shape whatever ``k`` is: a
 Gaussian whose bandwidth is the distance to the k-th neighbour flattens
-towards a plain mean as k grows, these do not (branching data of the tests,
-MPME, k = 499: Spearman of the projected pseudotime against the fit on all
-cells 0.95–0.96 with that Gaussian, 0.98–0.997 with these; at k = 15 the
-two agree to 0.001). A cell that coincides with a reference cell takes the
+towards a plain mean as k grows, these do not (at small k the two
+agree). A cell that coincides with a reference cell takes the
 largest share of its weight from it, 1/log₂ k (a quarter at k = 15), not
 all: neighbours are averaged, never interpolated exactly, so that a noisy
 cell does not take one reference cell's value outright, and the reference's

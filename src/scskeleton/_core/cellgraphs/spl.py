@@ -1,7 +1,8 @@
 """Structured projection learning (SPL).
 
-L. Wang, "Probabilistic dimensionality reduction via structure learning"
-(shared/papers/ddrtree-spl_…), §3.3, Algorithm 1. The posterior (16) of the
+L. Wang, "Probabilistic dimensionality reduction via structure learning", arXiv
+preprint, 2016 (with Q. Mao in IEEE Transactions on Pattern Analysis and Machine
+Intelligence, 2019; numbers of sections and equations are the preprint's), §3.3, Algorithm 1. The posterior (16) of the
 embedding couples a PPCA likelihood y_i = W x_i + ε (noise precision γ) with
 expected-distance constraints on a neighbourhood graph; its dual (17) is
 
@@ -167,7 +168,7 @@ def default_phi_scale(data: np.ndarray, n_components: int) -> float:
     latent space wide enough to hold the data. The fit is then unchanged
     when Y is rescaled. On iris (tv = 4.57, d = 2) this is close to the
     paper's raw units; across iris, wine, breast cancer and digits it gives
-    1-NN accuracies within 0.01 of the best of tv/16…tv (method note).
+    1-NN accuracies within 0.01 of the best of tv/16…tv.
     """
     return float(np.sum(data.var(axis=0)) / (2.0 * n_components))
 

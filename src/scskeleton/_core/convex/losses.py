@@ -1,7 +1,7 @@
 """Losses between squared-distance matrices for the convex embedding framework.
 
 Yu, Neufeld, Kiros, Zhang & Schuurmans, "Regularizers versus losses for
-nonlinear dimensionality reduction" (shared/papers/regularizers-vs-losses_…),
+nonlinear dimensionality reduction", ICML 2012,
 §4.2. Every loss compares a reconstruction D̂ = D(K̃) with the target squared
 distances D of the data and is convex in D̂, hence (Proposition 1) in K̃.
 

@@ -1,7 +1,8 @@
 """Regularized loss minimisation plus truncation: the convex embedding framework.
 
 Yu, Neufeld, Kiros, Zhang & Schuurmans, "Regularizers versus losses for
-nonlinear dimensionality reduction" (shared/papers/regularizers-vs-losses_…).
+nonlinear dimensionality reduction", Proceedings of the 29th International
+Conference on Machine Learning (ICML), 2012.
 Given t points with squared distances D, solve problem (14),
 
     min_{K̃ = K̃ᵀ, K̃ ⪰ 0, K̃1 = 0}  w · L(D(K̃); D) + R(K̃),

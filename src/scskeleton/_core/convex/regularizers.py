@@ -1,7 +1,7 @@
 """Regularizers of the reconstruction kernel K̃ for the convex embedding framework.
 
 Yu, Neufeld, Kiros, Zhang & Schuurmans, "Regularizers versus losses for
-nonlinear dimensionality reduction" (shared/papers/regularizers-vs-losses_…),
+nonlinear dimensionality reduction", ICML 2012,
 §4.1 and §5. With d the target dimension, α the weight that spreads the top d
 directions, β the weight that shrinks the others and γ a quadratic smoother:
 

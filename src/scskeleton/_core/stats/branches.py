@@ -271,7 +271,7 @@ def fit_branch_warps(
     shrink that difference instead of aligning anything. On the true time of
     forks whose genes switch, bump or ramp sharply, the search stretched the
     branches about 0.75 / 1.35 (their ends aligned) and the registered test
-    flagged 58–64 % of the shared genes (``tests/test_core_trends.py``). So
+    flagged 58–64 % of the shared genes. So
     each gene below the cap c loses ν μ̂ᵀAμ̂ / RSS_branches
     (:func:`_explained_difference`), what the test's form A makes of the
     shared course μ̂ fitted with :data:`WARP_BIAS_EXTRA_DF` more degrees of
@@ -280,7 +280,7 @@ def fit_branch_warps(
     moves with the warp too. Only for this choice: as the criterion of the
     refinement it also let genes whose branches differ a little (below the
     cap) pull the warp, and the fork test lost 5 points of power on
-    ``simulate_trajectory`` forks (docs/methods/trends.md).
+    ``simulate_trajectory`` forks.
 
     Search: one stretch per branch among those running geometrically from no
     stretch to equal reach past the fork (the :data:`REACH_QUANTILE` of
@@ -983,7 +983,7 @@ def _combined(registration: str, registered: np.ndarray, unregistered) -> tuple[
     ``"both"`` each gene gets the larger of the two: the comparison on the wrong axis cannot
     call a shared gene alone, so the level holds if either axis is right (an intersection–union
     test). Measured on 87 forks of learned trees (2,000 cells, 200 genes on one sigmoid of the
-    true time; docs/methods/trends.md): forks at most 5 % of those genes flagged at FDR 0.05,
+    true time): forks at most 5 % of those genes flagged at FDR 0.05,
     ``"fit"`` → ``"both"``: 22 → 22 and 23 → 24 of 22 and 24 on ``simulate_trajectory`` (worst
     3.5 → 1.5 %, 5.5 → 2.5 %), 16 → 19 and 14 → 16 of 20 and 21 on PROSSTT-like random-walk trees
     (worst 14 → 6 %, 33.5 → 21 %), where ``"none"`` alone holds 4, 10, 3 and 5; the branch genes
@@ -1035,7 +1035,7 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) ->
     faster than five pieces follow; nine follow it there but misread other forks. Measured with the
     fork test (``"fit"``, its default): on the curved generator (``_testing.curved_tree``, 24 forks)
     5 % held on 22 forks with five pieces (p-values uniform, Kolmogorov–Smirnov p > 0.01, on 19),
-    24 with nine (23), 24 with both (24); on the 87 forks of the method note, with five, nine and
+    24 with nine (23), 24 with both (24); on 87 forks of learned trees, with five, nine and
     both: 78, 80 and 83, both criteria met on 68, 73 and 74; the branch genes called fall by about
     one point. The branch test's ``"fit"``: both criteria on 62 → 74 of the 87 forks (24 of 24 on
     the curved generator). ``"both"`` used the five-piece warp alone beside the unregistered axis
@@ -1043,7 +1043,7 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) ->
     step to step: there it held 5 % on 13 of 21 forks, with both warps 18 (KS p > 0.01 on 11 → 18).
     The price is the third p-value's conservatism where every axis is right: on ``simulate_trajectory``
     (21 forks) 5 % held on 20 → 20 and KS p > 0.01 on 20 → 14 (too few small p-values), the
-    fate genes called 0.847 → 0.842 (docs/methods/trends.md).
+    fate genes called 0.847 → 0.842.
 
     The warp is read from every gene of ``matrix``, whichever genes are tested: the distortion
     belongs to the tree, and read from the tested genes alone it made a gene's p-value depend on
@@ -1063,7 +1063,7 @@ def _registrations(matrix, rows, times, groups, registration, *, n_knots, df) ->
     most 3.9 % of any set of null genes. The cost: where a learned fork's branches do not run side by side
     in the process (one fork of 21 with genes of the true time appended, whose second branch starts
     where the first ends), the learned axis flags shared genes (19.5 % there, 0.5 % at the bound),
-    and a difference of pace beyond 4-fold is no longer registered (docs/methods/trends.md).
+    and a difference of pace beyond 4-fold is no longer registered.
     """
     identity = BranchWarp.identity(fork_time(times, groups), np.ones(int(groups.max())))
     if registration == "none":
@@ -1193,7 +1193,7 @@ def _shared_null_means(stats_, penalty: np.ndarray, df: float, variance: np.ndar
     model's residual variance, which the same bias inflates and which so hid
     it: genes that bump sharply on the trunk and keep their value on both
     branches, on the true time, fell below p = 0.05 for 98 % with df + 2 and
-    the residual variance, 2 % so (``tests/test_core_trends.py``). The
+    the residual variance, 2 % so. The
     noise μ̂ carries is taken out of the non-centralities
     (:class:`~.inference.NullMean`). Yields (genes, NullMean) per level used.
     """

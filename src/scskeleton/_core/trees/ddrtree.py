@@ -1,7 +1,8 @@
 """Discriminative dimensionality reduction via learning a tree (DDRTree).
 
-L. Wang, "Probabilistic dimensionality reduction via structure learning"
-(shared/papers/ddrtree-spl_…), §4.2–4.3, problem (31):
+L. Wang, "Probabilistic dimensionality reduction via structure learning", arXiv
+preprint, 2016 (with Q. Mao in IEEE Transactions on Pattern Analysis and Machine
+Intelligence, 2019; numbers of sections and equations are the preprint's), §4.2–4.3, problem (31):
 
     min_{W, Z, C, S, R}  ||Y - Z Wᵀ||²_F
                          + (lam / 2) Σ_{k,k'} s_kk' ||c_k - c_k'||²
@@ -338,13 +339,9 @@ def ddrtree(
     (31), whose quantization term pulls every latent point towards its centers:
     with gamma = 10 a cell keeps 1/11 of its own position, so the cells of one
     center coincide there, and a cell's position along the tree, and with it
-    its pseudotime, is its center's. Monocle 2 orders cells by Z; on 2,000-cell
-    random-walk trees in 50 dimensions that gave pseudotime in steps of one
-    center (up to a tenth of the tree's length per step), and on the realistic
-    branch-test data (``simulate_trajectory``, 2 fates, seeds 0–8) the
-    registered branch test then flagged up to 12.5 % of genes that follow one
-    trend on both branches, against at most 4.5 % from YW
-    (``docs/methods/ddrtree.md``). The fit itself (W, Z, C, S) is Algorithm 2's.
+    its pseudotime, is its center's. Monocle 2 orders cells by Z, which gives
+    pseudotime in steps of one center; YW keeps each cell's own position. The
+    fit itself (W, Z, C, S) is Algorithm 2's.
     """
     data = as_float_matrix(data, "data")
     settings = check_settings(

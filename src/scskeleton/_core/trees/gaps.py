@@ -23,10 +23,9 @@ stretches of a continuous trajectory without projected cells, but not without
 cells beside them; across a gap there are none.
 
 On a continuous trajectory, however uneven its density, cells follow each other
-along every edge and the score stays near 1–3 (at most 7.8 on 258 generated
-trees, DDRTree and RPG; 8.2–9.8 on 3 of 45 further random-walk trees for RPG,
-whose branches can be nearly empty in the middle); across two clusters the gap
-is many widths long (40–140).
+along every edge and the score stays low (a few widths, somewhat more on
+random-walk branches that are nearly empty in the middle); across two clusters
+the gap is many widths long.
 The score is free of units. Only cells within a few widths of the
 edge count as lying on it, so a wide cluster beside an edge does not fill
 its gap.
@@ -39,12 +38,10 @@ its two cells on the edge's two sides, each side holding at least
 deviations apart (``datasets.blobs`` at its defaults) leave an empty stretch of
 only 5–6 widths between them, under the threshold, yet no cell of one has a
 neighbour in the other; along a trajectory cells keep neighbours across nearly
-every edge (at least 9 pairs across every such cut of 37 ``simulate_trajectory``
-trees; 0–2 on 3 of 45 random-walk trees, the one at 0 also flagged by its empty
-stretch; ``docs/methods/trust.md``).
+every edge.
 A group of a few times k cells can hold all its members' neighbours without
-being apart (a dense ball of 22 cells at the end of a sparse branch of a
-500-cell tree, in DDRTree's latent space); hence :data:`MIN_GROUP`.
+being apart (e.g. a dense ball of cells at the end of a sparse branch); hence
+:data:`MIN_GROUP`.
 """
 
 from __future__ import annotations

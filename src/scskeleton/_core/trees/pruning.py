@@ -37,14 +37,12 @@ The tube's width is never taken below the tree-wide noise width along u (the
 same robust width read from the offsets of up to :data:`TREE_WIDTH_CELLS` cells
 across their nearest edge of the tree before pruning, without its terminal branches
 of fewer than :data:`CORE_BRANCH_SHARE` of the nodes: a stub gathers the noise's
-outlying cells, and measured from its own edges they would not count as noise; on a
-single lineage whose library-size axis has a one-sided tail, DDRTree's stubs into that
-tail halved the floor read from the whole tree, and stood out of it). Where nodes crowd —
+outlying cells, and measured from its own edges they would not count as noise; stubs
+into a one-sided tail of the cells would otherwise lower the floor read from the whole
+tree, and stand out of it). Where nodes crowd —
 a dense terminal state drawn as a ball of nodes whose spanning tree is a star —
 every cell lies near some edge, the local offsets understate the noise, and a
-stub of the star stands out of that too-narrow tube like a real branch: on
-Splatter-style low-depth counts DDRTree's tubes at such stars measured 0.11–0.19
-against 0.43 tree-wide, and its stubs scored 8–11.
+stub of the star stands out of that too-narrow tube like a real branch.
 
 A learner may have its branches judged with each node that is nearest to at least
 ``centroid_cells`` cells moved to the mean of those cells (DDRTree does: its tree-length term

@@ -1,7 +1,10 @@
 """Regularized principal graphs: a principal tree or a weighted ℓ1 graph.
 
 Mao, Wang, Tsang & Sun, "A novel regularized principal graph learning
-framework on explicit graph representation" (shared/papers/rpg_…), §4–5.
+framework on explicit graph representation", arXiv preprint, 2015; published as
+"Principal graph and structure learning based on reversed graph embedding", IEEE
+Transactions on Pattern Analysis and Machine Intelligence, 2017. Numbers of sections and
+equations are the preprint's: §4–5.
 With K nodes C (K × D) learned from N points X (N × D), problem (17) / (24):
 
     min_{C, W, P}  Σ_{k,k'} w_kk' ||c_k - c_k'||²                      (graph length)

@@ -1,12 +1,14 @@
 """The skeleton of a weighted ℓ1 graph: the curves, loops and components it draws.
 
-The linear program (19) of the regularized principal graph paper
-(``shared/papers/rpg_…``) reconstructs every landmark from its neighbours. A
+The linear program (19) of the regularized principal graph paper (Mao, Wang,
+Tsang & Sun, "A novel regularized principal graph learning framework on explicit
+graph representation", arXiv preprint, 2015, published in IEEE TPAMI, 2017;
+equations numbered as in the preprint) reconstructs every landmark from its neighbours. A
 vertex solution keeps up to K·D positive weights, and on noisy data nearly all
 of them are used: each landmark is rebuilt exactly from about D neighbours on
 both sides of the curve, so the optimum is a band of short edges — a "thick
 curve" with about K·(D − 1) independent cycles in D = 2 — however λ is set
-(smaller λ first cuts the band into pieces, see ``docs/methods/rpg.md``). The
+(smaller λ first cuts the band into pieces). The
 paper's figures draw that band with the centers C, and it reads as a curve, a
 loop or separate pieces. This module extracts that drawn structure:
 
