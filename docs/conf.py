@@ -4,20 +4,18 @@ Build (after ``pip install ".[docs]"``)::
 
     sphinx-build -W -b html docs docs/_build/html
 
-The tutorial notebooks live in ``tutorials/`` (where the test suite executes
-them); they are copied next to these sources at build time and executed again
-by myst-nb, so the rendered pages always show what the current code does.
+The tutorial notebooks live in ``docs/tutorials/`` (the test suite executes them
+too) and the gallery in ``docs/gallery.md``; myst-nb executes both again at build
+time, so the rendered pages always show what the current code does. Progress bars
+are switched off in the kernels (``TQDM_DISABLE``): a page shows results, not bars.
 """
 
 from __future__ import annotations
 
-import shutil
+import os
 from importlib.metadata import version as package_version
-from pathlib import Path
 
-HERE = Path(__file__).parent
-TUTORIALS = HERE.parent / "tutorials"
-RENDERED_TUTORIALS = HERE / "tutorials"
+os.environ["TQDM_DISABLE"] = "1"  # inherited by the kernels myst-nb starts
 
 project = "scskeleton"
 author = "the scskeleton developers"
@@ -57,14 +55,3 @@ html_theme = "furo"
 html_title = f"scskeleton {release}"
 html_static_path: list[str] = []
 
-
-def _copy_tutorials() -> None:
-    """Bring the notebooks from tutorials/ next to the sources (Sphinx reads only below docs/)."""
-    RENDERED_TUTORIALS.mkdir(exist_ok=True)
-    for stale in RENDERED_TUTORIALS.glob("*.ipynb"):
-        stale.unlink()
-    for notebook in sorted(TUTORIALS.glob("*.ipynb")):
-        shutil.copy2(notebook, RENDERED_TUTORIALS / notebook.name)
-
-
-_copy_tutorials()
