@@ -4,10 +4,11 @@ Build (after ``pip install ".[docs]"``)::
 
     sphinx-build -W -b html docs docs/_build/html
 
-The tutorial notebooks live in ``docs/tutorials/`` (the test suite executes them
-too) and the gallery in ``docs/gallery.md``; myst-nb executes both again at build
-time, so the rendered pages always show what the current code does. Progress bars
-are switched off in the kernels (``TQDM_DISABLE``): a page shows results, not bars.
+The tutorial notebooks and the plot gallery live in ``docs/tutorials/``, stored
+with their outputs so that they read on GitHub too; the test suite executes them,
+and myst-nb executes them again at build time, so the rendered pages always
+show what the current code does. Progress bars are switched off in the kernels
+(``TQDM_DISABLE``): a page shows results, not bars.
 """
 
 from __future__ import annotations
