@@ -13,9 +13,9 @@ from scipy import sparse
 
 import scskeleton as sks
 from scskeleton._core.graphs import knn_edges
-from scskeleton._schema import LEARNER_METHODS, learner_keys, resolve_key
+from scskeleton._anndata.schema import LEARNER_METHODS, learner_keys, resolve_key
 from scskeleton.pl._utils import METHOD_NAMES, plot_dimensions
-from scskeleton.tl._inputs import check_random_state, choose_representation, neighbors_edges
+from scskeleton._anndata.inputs import check_random_state, choose_representation, neighbors_edges
 
 
 @pytest.fixture(scope="module")
@@ -500,7 +500,7 @@ def test_bad_layer_use_raw_gene_symbols_fail_early_and_leave_adata(genes):
 def test_progress_bars_follow_scanpy_verbosity_and_tqdm_disable(monkeypatch, capsys):
     """A long fit shows a bar at scanpy's default verbosity; verbosity 0 (errors only) or
     TQDM_DISABLE hides it, as does the quiet() of branch_support's refits."""
-    from scskeleton.tl import _progress
+    from scskeleton._anndata import progress as _progress
 
     def bar_printed():
         with _progress.solver_run("fit", use_rep="X_pca", shape=(10, 2), maxiter=3, size=_progress.LONG_RUN) as run:

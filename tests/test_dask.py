@@ -152,7 +152,7 @@ def test_chunked_principal_graph_equals_in_memory(graph):
         sks.tl.pseudotime(each, key)
     assert isinstance(lazy.obsm[f"{key}_assignment"], da.Array)
     np.testing.assert_allclose(lazy.uns[key]["objective"], adata.uns[key]["objective"], rtol=1e-8)
-    chunked, in_memory = sks._schema.read_graph(lazy, key).adjacency, sks._schema.read_graph(adata, key).adjacency
+    chunked, in_memory = sks._anndata.schema.read_graph(lazy, key).adjacency, sks._anndata.schema.read_graph(adata, key).adjacency
     # the same edges; the ℓ1 graph's weights come from an interior-point method, which carries the
     # round-off of summing over blocks of cells into the last digits
     assert ((chunked != 0) != (in_memory != 0)).nnz == 0

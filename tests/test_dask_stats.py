@@ -231,7 +231,7 @@ def test_large_chunks_are_summarised_in_pieces(fitted, monkeypatch):
 
 
 def test_tools_without_a_chunked_path_refuse_a_dask_matrix(fitted):
-    from scskeleton.tl._inputs import get_features
+    from scskeleton._anndata.inputs import get_features
 
     lazy = fitted.copy()
     lazy.X = da.from_array(np.asarray(fitted.X), chunks=(100, -1))

@@ -15,7 +15,7 @@ from scipy.special import entr  # noqa: E402
 import scskeleton as sks  # noqa: E402
 from scskeleton._core.trees import fates as core  # noqa: E402
 from scskeleton._core.trees import trajectory  # noqa: E402
-from scskeleton._schema import cell_assignment, column_sums, read_graph  # noqa: E402
+from scskeleton._anndata.schema import cell_assignment, column_sums, read_graph  # noqa: E402
 from scskeleton.pl._fates import TERNARY_CORNERS  # noqa: E402
 
 HAND = "hand"

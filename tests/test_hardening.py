@@ -16,7 +16,7 @@ import scanpy as sc
 from scipy import sparse
 
 import scskeleton as sks
-from scskeleton._schema import is_cell_graph
+from scskeleton._anndata.schema import is_cell_graph
 from scskeleton.cli import _value, main
 
 LEARNERS = ["ddrtree", "rpg", "rpg_l1", "mpme", "spl", "esl", "fsl", "convex_embedding"]

@@ -13,8 +13,8 @@ from scipy.sparse import csgraph
 from scipy.stats import spearmanr
 
 import scskeleton as sks
-import scskeleton.tl._landmarks as landmarks_adapter
-import scskeleton.tl._mpme as mpme_adapter
+import scskeleton.tl.learners.landmarks as landmarks_adapter
+import scskeleton.tl.learners.mpme as mpme_adapter
 from scskeleton._core.cellgraphs import landmarks as core
 
 LEARNERS = ("mpme", "spl", "esl", "fsl", "convex_embedding")

@@ -9,7 +9,7 @@ import scanpy as sc
 from scipy import sparse
 
 import scskeleton as sks
-from scskeleton.tl._milestones import milestone_entry
+from scskeleton.tl.trajectory.milestones import milestone_entry
 
 KEY = "rpg"
 

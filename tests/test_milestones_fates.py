@@ -9,7 +9,7 @@ from scipy import sparse
 
 import scskeleton as sks
 from scskeleton._core.trees.trajectory import geodesic_from
-from scskeleton._schema import read_graph
+from scskeleton._anndata.schema import read_graph
 from scskeleton.datasets._branching import _skeleton
 
 KEY = "ddrtree"

@@ -7,7 +7,7 @@ from scipy import sparse
 
 import scskeleton as sks
 from scskeleton._core.trees import trajectory as core
-from scskeleton._schema import cell_coordinates, read_graph
+from scskeleton._anndata.schema import cell_coordinates, read_graph
 
 
 @pytest.fixture(scope="module")

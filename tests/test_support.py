@@ -17,8 +17,8 @@ import scskeleton as sks  # noqa: E402
 from scskeleton._core.trees import support as core  # noqa: E402
 from scskeleton._core.graphs import degrees, from_edges  # noqa: E402
 from scskeleton._core.trees.trajectory import project_onto_graph  # noqa: E402
-from scskeleton._schema import cell_coordinates, read_graph  # noqa: E402
-from scskeleton.tl._support import _refit_kwargs  # noqa: E402
+from scskeleton._anndata.schema import cell_coordinates, read_graph  # noqa: E402
+from scskeleton.tl.trajectory.support import _refit_kwargs  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The set_bad function:PendingDeprecationWarning")
 
@@ -450,7 +450,7 @@ def test_the_progress_bar_ends_its_line_before_the_next_log_line(monkeypatch, ca
 
     from scanpy import logging as logg
 
-    from scskeleton.tl import _progress
+    from scskeleton._anndata import progress as _progress
 
     adata = sks.datasets.branching(300, n_leaves=2, random_state=0)
     sc.pp.pca(adata, n_comps=10)

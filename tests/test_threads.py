@@ -7,7 +7,7 @@ import sys
 import pytest
 from threadpoolctl import threadpool_info
 
-from scskeleton.tl import _threads
+from scskeleton._anndata import threads as _threads
 
 
 def _blas_threads() -> set[int]:

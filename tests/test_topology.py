@@ -546,7 +546,7 @@ def test_root_inside_the_tree_warns_and_names_the_nearest_tip(scanpy_log):
 
 
 def test_root_reads_a_few_rows_of_a_dense_assignment_without_converting_it():
-    from scskeleton._schema import cell_assignment
+    from scskeleton._anndata.schema import cell_assignment
 
     adata = sks.datasets.toy_tree(random_state=0)
     sks.tl.rpg(adata)

@@ -6,13 +6,9 @@ with ground truth.
 """
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-try:
-    __version__ = version("scskeleton")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+unknown"
+from ._version import __version__
 
 __all__ = ["datasets", "pl", "pp", "tl", "__version__"]
 

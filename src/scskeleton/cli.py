@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 
 #: Graph learners the ``fit`` command can run, by ``--method`` name: node graphs, then cell graphs
 #: (MPME, SPL, ESL; dense, every cell up to 5,000 cells, k-means landmarks above).

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from anndata import AnnData
 
+from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
-from ..tl._inputs import check_random_state
 
 
 def circle(

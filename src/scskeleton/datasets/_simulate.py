@@ -17,8 +17,8 @@ import pandas as pd
 from anndata import AnnData
 from scipy import sparse
 
+from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
-from ..tl._inputs import check_random_state
 
 #: Branch lengths are drawn uniformly in this range (units of pseudotime).
 LENGTH_RANGE = (0.6, 1.4)

@@ -14,8 +14,8 @@ import pandas as pd
 from anndata import AnnData
 from sklearn.datasets import make_blobs
 
+from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
-from ..tl._inputs import check_random_state
 from ._shapes import moons
 
 

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ..tl._inputs import check_gene_symbols, gene_columns
+from .._anndata.inputs import check_gene_symbols, gene_columns
 from ._trends import _time_label
 from ._utils import (
     add_extra_legend,

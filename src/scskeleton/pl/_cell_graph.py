@@ -13,7 +13,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from scipy import sparse, stats
 
-from .._schema import component_key, connectivities_key, latent_key, resolve_key
+from .._anndata.schema import component_key, connectivities_key, latent_key, resolve_key
 from ._utils import (
     EDGE_ZORDER,
     broadcast_panels,

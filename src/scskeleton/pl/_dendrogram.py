@@ -13,8 +13,8 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .._anndata.schema import StoredGraph, pseudotime_key, read_graph, resolve_key, segment_key
 from .._core.trees.trajectory import components
-from .._schema import StoredGraph, pseudotime_key, read_graph, resolve_key, segment_key
 from ._tree import draw_edges
 from ._utils import (
     finish,

@@ -12,7 +12,7 @@ from anndata import AnnData
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._schema import fate_probabilities_key, read_graph, resolve_key
+from .._anndata.schema import fate_probabilities_key, read_graph, resolve_key
 from ._tree import basis_coordinates, default_graph_label, draw_graph, gap_edges_of, nodes_in_panel
 from ._utils import (
     basis_label,

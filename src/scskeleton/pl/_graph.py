@@ -17,7 +17,7 @@ from mpl_toolkits.axes_grid1 import make_axes_locatable
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from .._schema import StoredGraph, cell_assignment, read_graph, resolve_key
+from .._anndata.schema import StoredGraph, cell_assignment, read_graph, resolve_key
 from ._utils import NA_COLOR, category_colors, finish, method_name, new_axes, obs_label
 
 #: Node labels are written on the axes only up to this many nodes; beyond, they are unreadable.

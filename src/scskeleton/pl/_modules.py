@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import offset_copy
 from scipy import sparse
 
-from ..tl._inputs import check_gene_symbols, get_expression
+from .._anndata.inputs import check_gene_symbols, get_expression
 from ._trends import BRANCHED, _cell_times, _time_label
 from ._utils import (
     branch_names,

@@ -11,7 +11,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._schema import pseudotime_key, resolve_key, segment_key
+from .._anndata.schema import pseudotime_key, resolve_key, segment_key
 from ._utils import finish, method_name, new_axes, obs_label, scatter_cells, segment_names, set_frame
 
 #: Half the height of a segment's row that the vertical jitter may use.

@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import sparse
 
-from .._schema import StoredGraph, cell_assignment, cell_coordinates, read_graph, resolve_key
+from .._anndata.schema import StoredGraph, cell_assignment, cell_coordinates, read_graph, resolve_key
 from ._utils import (
     EDGE_ZORDER,
     NODE_ZORDER,

@@ -17,9 +17,9 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from scipy import sparse
 
+from .._anndata.inputs import check_gene_symbols, gene_columns, get_expression
+from .._anndata.schema import MAIN_MATRIX, read_graph
 from .._dask import is_dask
-from .._schema import MAIN_MATRIX, read_graph
-from ..tl._inputs import check_gene_symbols, gene_columns, get_expression
 from ._tree import basis_coordinates, nodes_in_panel
 from ._tree import tree as tree_plot
 from ._utils import (

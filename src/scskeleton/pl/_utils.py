@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from .._schema import LEARNER_METHODS, unique_names
+from .._anndata.schema import LEARNER_METHODS, unique_names
 
 #: Keyword arguments the plots set themselves; passing them through
 #: ``**scatter_kwargs`` would silently fight with the explicit parameters.

@@ -10,9 +10,9 @@ from anndata import AnnData
 from scanpy import logging as logg
 from scipy import sparse
 
+from .._anndata.inputs import check_key, check_random_state, get_expression
+from .._anndata.results import plain_params
 from .._core.stats import splitting as splitting_core
-from ..tl._inputs import check_key, check_random_state, get_expression
-from ..tl._results import plain_params
 
 
 def split_counts(

@@ -1,23 +1,23 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
-from ._activation import activation
-from ._convex_embedding import convex_embedding
-from ._ddrtree import ddrtree
-from ._esl import esl
-from ._fates import fate_probabilities
-from ._fork_test import fork_test
-from ._fsl import fsl
-from ._milestones import milestones, rename_milestones
-from ._modules import trend_modules
-from ._mpme import mpme
-from ._phase import phase
-from ._project import project
-from ._rpg import rpg, rpg_l1
-from ._spl import spl
-from ._subset import cleanup, subset_tree
-from ._support import branch_support
-from ._trajectory import path, pseudotime, root
-from ._trends import association_test, branch_test, trends
+from .genes.activation import activation
+from .genes.fork_test import fork_test
+from .genes.modules import trend_modules
+from .genes.trends import association_test, branch_test, trends
+from .learners.convex_embedding import convex_embedding
+from .learners.ddrtree import ddrtree
+from .learners.esl import esl
+from .learners.fsl import fsl
+from .learners.mpme import mpme
+from .learners.rpg import rpg, rpg_l1
+from .learners.spl import spl
+from .trajectory.fates import fate_probabilities
+from .trajectory.milestones import milestones, rename_milestones
+from .trajectory.phase import phase
+from .trajectory.project import project
+from .trajectory.pseudotime import path, pseudotime, root
+from .trajectory.subsets import cleanup, subset_tree
+from .trajectory.support import branch_support
 
 __all__ = [
     "activation",

@@ -34,14 +34,14 @@ from scipy import linalg, sparse
 from scipy.sparse import csgraph
 from threadpoolctl import threadpool_info
 
-from .assign import kmeans, nearest_other_squared, soft_assignment
-from .ddrtree import MAX_COMPONENTS, MIN_NODES, default_n_centers, default_n_components, signal_to_noise
 from ..embed import top_eigenpairs
 from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
-from .gaps import bridging_edges
-from .skeleton import adjacent_cells, gap_profiles, kept_edges, l1_skeleton, prune_skeleton, shared_mass
-from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from ..validation import as_float_matrix, check_integer, check_positive
+from .assign import kmeans, nearest_other_squared, soft_assignment
+from .ddrtree import MAX_COMPONENTS, MIN_NODES, default_n_centers, default_n_components, signal_to_noise
+from .gaps import bridging_edges
+from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
+from .skeleton import adjacent_cells, gap_profiles, kept_edges, l1_skeleton, prune_skeleton, shared_mass
 
 GRAPHS = ("tree", "l1")
 #: Default sigma is at most this share of the nodes' largest variance: a quarter of the
@@ -680,7 +680,7 @@ class _L1Program:
 
 
 def _blas_threads() -> int:
-    """The threads BLAS may use here (the fit's thread policy, :mod:`scskeleton.tl._threads`,
+    """The threads BLAS may use here (the fit's thread policy, :mod:`scskeleton._anndata.threads`,
     sets that limit): the components of the ℓ1 program are solved on as many."""
     counts = [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
     return max(1, min(counts)) if counts else 1

@@ -9,12 +9,12 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.stats import association as association_core
-from .._schema import read_graph, resolve_key, unique_names
-from ._inputs import check_key, gene_columns
-from ._milestones import lineage_label
-from ._results import plain_params
-from ._trends import (
+from ..._anndata.inputs import check_key, gene_columns
+from ..._anndata.results import plain_params
+from ..._anndata.schema import read_graph, resolve_key, unique_names
+from ..._core.stats import association as association_core
+from ..trajectory.milestones import lineage_label
+from .trends import (
     _count,
     _expression,
     _lineage_cells,

@@ -9,12 +9,12 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.stats import branches as branch_core
-from .._schema import resolve_key
-from ._inputs import check_key, gene_columns
-from ._milestones import node_name
-from ._results import plain_params
-from ._trends import (
+from ..._anndata.inputs import check_key, gene_columns
+from ..._anndata.results import plain_params
+from ..._anndata.schema import resolve_key
+from ..._core.stats import branches as branch_core
+from ..trajectory.milestones import node_name
+from .trends import (
     _MODEL,
     _axis_columns,
     _axis_pvalues,

@@ -11,22 +11,36 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.stats import association as association_core
-from .._core.stats import branches as branch_core
-from .._core.stats import inference
-from .._core.stats import lineages as lineage_core
-from .._core.stats import splines
-from .._core.stats import trends as trend_core
-from .._core.trees import trajectory as trajectory_core
-from .._core.validation import COUNT_CHECK_CELLS, looks_like_counts
-from .._dask import is_dask, require_dask
-from .._schema import MAIN_MATRIX, phase_key, pseudotime_key, read_graph, resolve_key, segment_key, unique_names
-from ._inputs import check_key, expression_name, gene_columns, get_expression
-from ._milestones import lineage_label, milestone_name, node_name, resolve_node, resolve_segment, segment_label
-from ._results import plain_params
-from ._threads import chunked_solver_threads
-from ._trajectory import _path_end
-from ._trajectory import path as path_cells
+from ..._anndata.inputs import check_key, expression_name, gene_columns, get_expression
+from ..._anndata.results import plain_params
+from ..._anndata.schema import (
+    MAIN_MATRIX,
+    phase_key,
+    pseudotime_key,
+    read_graph,
+    resolve_key,
+    segment_key,
+    unique_names,
+)
+from ..._anndata.threads import chunked_solver_threads
+from ..._core.stats import association as association_core
+from ..._core.stats import branches as branch_core
+from ..._core.stats import inference, splines
+from ..._core.stats import lineages as lineage_core
+from ..._core.stats import trends as trend_core
+from ..._core.trees import trajectory as trajectory_core
+from ..._core.validation import COUNT_CHECK_CELLS, looks_like_counts
+from ..._dask import is_dask, require_dask
+from ..trajectory.milestones import (
+    lineage_label,
+    milestone_name,
+    node_name,
+    resolve_node,
+    resolve_segment,
+    segment_label,
+)
+from ..trajectory.pseudotime import _path_end
+from ..trajectory.pseudotime import path as path_cells
 
 _MODEL = """
     Each gene's expression y is fitted against pseudotime t by a penalised
@@ -777,7 +791,7 @@ def _expression(adata: AnnData, layer: str | None, use_raw: bool) -> tuple[objec
     matrix, _ = get_expression(adata, layer=layer, use_raw=use_raw, lazy=True)
     if is_dask(matrix):
         require_dask("This test")
-        from .._dask.stats import ChunkedExpression
+        from ..._dask.stats import ChunkedExpression
 
         matrix = ChunkedExpression(matrix)
     return matrix, {"layer": MAIN_MATRIX if layer is None else layer, "use_raw": bool(use_raw)}
@@ -802,7 +816,7 @@ def _warn_if_counts(matrix, source: dict, rows: np.ndarray) -> None:
 
 def _reading_threads(matrix) -> AbstractContextManager:
     """One BLAS thread per task while a dask matrix is read: dask runs its chunks in parallel already
-    (:func:`~scskeleton.tl._threads.chunked_solver_threads`). In-memory input keeps the caller's threads."""
+    (:func:`~scskeleton._anndata.threads.chunked_solver_threads`). In-memory input keeps the caller's threads."""
     return chunked_solver_threads() if splines.is_chunked(matrix) else nullcontext()
 
 

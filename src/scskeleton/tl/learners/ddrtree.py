@@ -6,18 +6,23 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.trees import ddrtree as core
-from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
-from .._dask import is_dask
-from .._schema import latent_key
-from ._inputs import (
-    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes,
+from ..._anndata.inputs import (
+    check_key,
+    check_random_state,
+    choose_representation,
+    get_representation,
     warn_if_counts,
+    warn_if_diffusion_map,
     warn_if_few_cells,
+    warn_if_genes,
     warn_if_scaled,
 )
-from ._progress import solver_run
-from ._results import write_graph
+from ..._anndata.progress import solver_run
+from ..._anndata.results import write_graph
+from ..._anndata.schema import latent_key
+from ..._core.trees import ddrtree as core
+from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
+from ..._dask import is_dask
 
 
 def ddrtree(
@@ -191,7 +196,7 @@ def ddrtree(
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
     chunked = is_dask(data)
     if chunked:
-        from .._dask.ddrtree import ddrtree_chunked as fit
+        from ..._dask.ddrtree import ddrtree_chunked as fit
     else:
         fit = core.ddrtree
 

@@ -1,6 +1,6 @@
 """Threads for the learners' BLAS, LAPACK and OpenMP calls.
 
-Two rules, applied by :func:`~scskeleton.tl._progress.solver_run` around
+Two rules, applied by :func:`~scskeleton._anndata.progress.solver_run` around
 every fit:
 
 * Small problems run with one thread (:func:`dense_solver_threads`,

@@ -6,13 +6,13 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.cellgraphs import mpme as core
-from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
-from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from ._inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
-from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
-from ._progress import solver_run
-from ._results import write_result
+from ..._anndata.inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
+from ..._anndata.progress import solver_run
+from ..._anndata.results import write_result
+from ..._core.cellgraphs import mpme as core
+from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
+from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
+from .landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 
 
 def mpme(

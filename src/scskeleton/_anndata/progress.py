@@ -14,7 +14,7 @@ from datetime import datetime
 
 from scanpy import logging as logg
 
-from ._threads import chunked_solver_threads, dense_solver_threads, node_solver_threads
+from .threads import chunked_solver_threads, dense_solver_threads, node_solver_threads
 
 try:  # notebook progress bars need ipywidgets; without it tqdm.auto warns on import
     import ipywidgets  # noqa: F401

@@ -6,11 +6,11 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.trees import trajectory as core
-from .._schema import cell_projection, member_cells, phase_key, resolve_key
-from ._milestones import node_name
-from ._results import update_entry
-from ._trajectory import _path_end, rooted_graph
+from ..._anndata.results import update_entry
+from ..._anndata.schema import cell_projection, member_cells, phase_key, resolve_key
+from ..._core.trees import trajectory as core
+from .milestones import node_name
+from .pseudotime import _path_end, rooted_graph
 
 
 def phase(

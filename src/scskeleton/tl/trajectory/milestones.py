@@ -16,8 +16,8 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._schema import fate_probabilities_key, milestone_key, read_graph, resolve_key, unique_names
-from ._results import update_entry
+from ..._anndata.results import update_entry
+from ..._anndata.schema import fate_probabilities_key, milestone_key, read_graph, resolve_key, unique_names
 
 
 def milestones(

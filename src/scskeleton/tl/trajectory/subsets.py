@@ -9,10 +9,9 @@ from anndata import AnnData
 from scanpy import logging as logg
 from scipy import sparse
 
-from .._core.trees import trajectory as trajectory_core
-from .._core.trees.pruning import trim_branches
-from .._core.validation import check_positive
-from .._schema import (
+from ..._anndata.inputs import check_key
+from ..._anndata.results import update_entry, write_graph
+from ..._anndata.schema import (
     StoredGraph,
     cell_assignment,
     column_sums,
@@ -25,12 +24,13 @@ from .._schema import (
     read_graph,
     resolve_key,
 )
-from ._fates import fate_probabilities
-from ._inputs import check_key
-from ._milestones import node_names, resolve_node
-from ._phase import phase
-from ._results import update_entry, write_graph
-from ._trajectory import pseudotime
+from ..._core.trees import trajectory as trajectory_core
+from ..._core.trees.pruning import trim_branches
+from ..._core.validation import check_positive
+from .fates import fate_probabilities
+from .milestones import node_names, resolve_node
+from .phase import phase
+from .pseudotime import pseudotime
 
 #: Default of ``tl.cleanup(min_cells=)``: a terminal branch with fewer cells carries no trend or test.
 MIN_BRANCH_CELLS = 10

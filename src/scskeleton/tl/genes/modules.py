@@ -9,10 +9,10 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.stats import modules as modules_core
-from .._core.validation import check_positive
-from ._inputs import check_key, check_random_state, gene_columns
-from ._results import plain_params
+from ..._anndata.inputs import check_key, check_random_state, gene_columns
+from ..._anndata.results import plain_params
+from ..._core.stats import modules as modules_core
+from ..._core.validation import check_positive
 
 #: Results whose fitted curves can be clustered.
 CURVE_RESULTS = ("trends", "branch_test", "fork_test", "association_test")

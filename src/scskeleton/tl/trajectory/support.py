@@ -11,14 +11,14 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.trees import support as core
-from .._core.validation import check_integer
-from .._schema import StoredGraph, cell_projection, is_cell_graph, read_graph, resolve_key
-from . import _progress
-from ._ddrtree import ddrtree
-from ._inputs import check_random_state, get_representation
-from ._results import update_entry
-from ._rpg import rpg, rpg_l1
+from ..._anndata.inputs import check_random_state, get_representation
+from ..._anndata.results import update_entry
+from ..._anndata.schema import StoredGraph, cell_projection, is_cell_graph, read_graph, resolve_key
+from ..._core.trees import support as core
+from ..._core.validation import check_integer
+from ..._anndata import progress
+from ..learners.ddrtree import ddrtree
+from ..learners.rpg import rpg, rpg_l1
 
 #: The node-graph learners a stored tree can be refitted with.
 LEARNERS: dict[str, Callable] = {"ddrtree": ddrtree, "rpg": rpg, "rpg_l1": rpg_l1}
@@ -149,9 +149,9 @@ def branch_support(
     leaves = np.zeros((n_boot, reference.leaves.size), dtype=bool)
     not_converged = 0
     seeds = np.random.SeedSequence(random_state).spawn(n_boot)
-    hide_bar = _progress.bars_off()  # decided outside quiet(), which hides the refits' own bars
-    with _progress.quiet():
-        for round_, seed in enumerate(_progress.tqdm(seeds, desc=f"branch support ({graph.method})", leave=True,
+    hide_bar = progress.bars_off()  # decided outside quiet(), which hides the refits' own bars
+    with progress.quiet():
+        for round_, seed in enumerate(progress.tqdm(seeds, desc=f"branch support ({graph.method})", leave=True,
                                                           disable=hide_bar)):
             cells = np.sort(np.random.default_rng(seed).choice(n_cells, size=n_sub, replace=False))
             refit, converged = _refit(learner, data[cells], use_rep, kwargs)

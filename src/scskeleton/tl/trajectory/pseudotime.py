@@ -7,19 +7,13 @@ import numbers
 import numpy as np
 import pandas as pd
 import scanpy as sc
-from scipy import sparse
 from anndata import AnnData
 from scanpy import logging as logg
+from scipy import sparse
 
-from .._core.trees import trajectory as core
-from .._core.cellgraphs.diffusion import (
-    diffusion_components, lengths_in, multiscale_space, neighbour_distances,
-)
-from .._core.trees.cell_order import segment_geodesic
-from .._core.graphs import degrees
-from .._core.validation import check_integer
-from .._dask import is_dask
-from .._schema import (
+from ..._anndata.inputs import check_unique_obs_names, stored_neighbors
+from ..._anndata.results import update_entry
+from ..._anndata.schema import (
     StoredGraph,
     cell_assignment,
     cell_coordinates,
@@ -33,12 +27,27 @@ from .._schema import (
     resolve_key,
     segment_key,
 )
-from ._fates import clear_fates
-from ._inputs import check_unique_obs_names, stored_neighbors
-from ._milestones import (
-    default_names, milestone_entry, milestone_order, node_argument, node_name, node_names, resolve_node,
+from ..._core.cellgraphs.diffusion import (
+    diffusion_components,
+    lengths_in,
+    multiscale_space,
+    neighbour_distances,
 )
-from ._results import update_entry
+from ..._core.graphs import degrees
+from ..._core.trees import trajectory as core
+from ..._core.trees.cell_order import segment_geodesic
+from ..._core.validation import check_integer
+from ..._dask import is_dask
+from .fates import clear_fates
+from .milestones import (
+    default_names,
+    milestone_entry,
+    milestone_order,
+    node_argument,
+    node_name,
+    node_names,
+    resolve_node,
+)
 
 #: ``obs_min`` / ``obs_max`` pick the root near the cells in this extreme quantile.
 EXTREME_QUANTILE = 0.05
@@ -552,7 +561,7 @@ def place_cells(
     Returns the pseudotime.
     """
     if is_dask(projection):
-        from .._dask.trajectory import place_chunked
+        from ..._dask.trajectory import place_chunked
 
         times, segment_ids, nearest = place_chunked(
             projection, graph.nodes, graph.adjacency, graph.roots, shape, milestone_nodes

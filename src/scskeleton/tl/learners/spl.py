@@ -6,14 +6,14 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.cellgraphs import spl as core
-from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
-from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from .._core.graphs import fewest_neighbours
-from ._inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
-from ._landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
-from ._progress import solver_run
-from ._results import write_result
+from ..._anndata.inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
+from ..._anndata.progress import solver_run
+from ..._anndata.results import write_result
+from ..._core.cellgraphs import spl as core
+from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
+from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
+from ..._core.graphs import fewest_neighbours
+from .landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 
 #: k of the kNN graph S lives on when neither n_neighbors nor neighbors_key is given (the paper's setting).
 DEFAULT_NEIGHBORS = 10

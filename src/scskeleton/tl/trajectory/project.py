@@ -10,14 +10,9 @@ from anndata import AnnData
 from scanpy import logging as logg
 from scipy import sparse
 
-from .._core.cellgraphs import neighbour_map
-from .._core.cellgraphs.fsl import weighted_features
-from .._core.cellgraphs.landmarks import node_parts, restrict_to_parts
-from .._core.trees import fates as fates_core
-from .._core.trees import trajectory as trajectory_core
-from .._core.trees.assign import soft_assignment
-from .._core.validation import as_float_matrix, check_integer
-from .._schema import (
+from ..._anndata.inputs import check_key, get_expression, get_representation
+from ..._anndata.results import clear_result
+from ..._anndata.schema import (
     assignment_key,
     cell_assignment,
     column_sums,
@@ -32,10 +27,15 @@ from .._schema import (
     segment_key,
     weight_key,
 )
-from ._fates import node_fate_table
-from ._inputs import check_key, get_expression, get_representation
-from ._results import clear_result
-from ._trajectory import place_cells, stored_topology
+from ..._core.cellgraphs import neighbour_map
+from ..._core.cellgraphs.fsl import weighted_features
+from ..._core.cellgraphs.landmarks import node_parts, restrict_to_parts
+from ..._core.trees import fates as fates_core
+from ..._core.trees import trajectory as trajectory_core
+from ..._core.trees.assign import soft_assignment
+from ..._core.validation import as_float_matrix, check_integer
+from .fates import node_fate_table
+from .pseudotime import place_cells, stored_topology
 
 #: Learners whose nodes live in the space of ``use_rep`` itself.
 NODE_SPACE_METHODS = ("rpg", "rpg_l1")

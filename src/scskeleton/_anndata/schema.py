@@ -15,9 +15,8 @@ import numpy as np
 from anndata import AnnData
 from scipy import sparse
 
-from ._core.trees.trajectory import GraphProjection, project_onto_graph
-from ._dask import is_dask
-
+from .._core.trees.trajectory import GraphProjection, project_onto_graph
+from .._dask import is_dask
 
 #: ``uns[key]["method"]`` of every learner: an entry carrying one of them is a fitted skeleton, the ``key``
 #: that trajectory tools and plots take. Gene-level results (``"trends"``, ``"branch_test"``, …) are not.
@@ -276,7 +275,7 @@ def cell_projection(adata: AnnData, graph: StoredGraph) -> GraphProjection:
     """
     coordinates = cell_coordinates(adata, graph)
     if is_dask(coordinates):
-        from ._dask.trajectory import project_onto_graph_chunked
+        from .._dask.trajectory import project_onto_graph_chunked
 
         return project_onto_graph_chunked(coordinates, graph.nodes, graph.adjacency)
     return project_onto_graph(coordinates, graph.nodes, graph.adjacency)

@@ -6,15 +6,15 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.cellgraphs import fsl as core
-from .._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph, medoid_landmarks
-from .._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from .._core.validation import check_integer
-from .._schema import latent_key
-from ._inputs import check_key, check_random_state, get_features
-from ._landmarks import landmark_count, landmark_docs, landmark_summary, write_landmark_graph
-from ._progress import solver_run
-from ._results import write_result
+from ..._anndata.inputs import check_key, check_random_state, get_features
+from ..._anndata.progress import solver_run
+from ..._anndata.results import write_result
+from ..._anndata.schema import latent_key
+from ..._core.cellgraphs import fsl as core
+from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph, medoid_landmarks
+from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
+from ..._core.validation import check_integer
+from .landmarks import landmark_count, landmark_docs, landmark_summary, write_landmark_graph
 
 
 def fsl(

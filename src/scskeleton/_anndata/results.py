@@ -10,9 +10,9 @@ from anndata import AnnData
 from scanpy import logging as logg
 from scipy import sparse
 
-from .. import __version__
 from .._dask import is_dask
-from .._schema import assignment_key, connectivities_key, latent_key, result_fields
+from .._version import __version__
+from .schema import assignment_key, connectivities_key, latent_key, result_fields
 
 
 def plain_params(params: dict) -> dict:
@@ -100,7 +100,7 @@ def write_result(
 
 
 def clear_result(adata: AnnData, key: str, *, keep: str | None = None) -> None:
-    """Remove ``uns[key]`` and every field of :func:`~scskeleton._schema.result_fields` under ``key``.
+    """Remove ``uns[key]`` and every field of :func:`~scskeleton._anndata.schema.result_fields` under ``key``.
 
     A learner reusing a key must not inherit another learner's fields: a
     stale ``obsm[f"{key}_assignment"]`` beside a new cell graph makes

@@ -6,8 +6,8 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.trees import fates as core
-from .._schema import (
+from ..._anndata.results import update_entry
+from ..._anndata.schema import (
     cell_assignment,
     column_sums,
     fate_entropy_key,
@@ -16,7 +16,7 @@ from .._schema import (
     read_graph,
     resolve_key,
 )
-from ._results import update_entry
+from ..._core.trees import fates as core
 
 
 def fate_probabilities(adata: AnnData, key: str | None = None, *, copy: bool = False) -> AnnData | None:

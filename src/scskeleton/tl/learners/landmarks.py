@@ -12,10 +12,10 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.cellgraphs import landmarks as core
-from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
-from .._schema import latent_key
-from ._results import write_graph
+from ..._anndata.results import write_graph
+from ..._anndata.schema import latent_key
+from ..._core.cellgraphs import landmarks as core
+from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 
 #: The "Returns" entry every learner's docstring shares for its landmark fit.
 LANDMARK_FIELDS = """

@@ -6,17 +6,22 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from .._core.trees import rpg as core
-from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
-from .._dask import is_dask
-from ._inputs import (
-    check_key, check_random_state, choose_representation, get_representation, warn_if_diffusion_map, warn_if_genes,
+from ..._anndata.inputs import (
+    check_key,
+    check_random_state,
+    choose_representation,
+    get_representation,
     warn_if_counts,
+    warn_if_diffusion_map,
     warn_if_few_cells,
+    warn_if_genes,
     warn_if_scaled,
 )
-from ._progress import solver_run
-from ._results import write_graph
+from ..._anndata.progress import solver_run
+from ..._anndata.results import write_graph
+from ..._core.trees import rpg as core
+from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
+from ..._dask import is_dask
 
 _TUNING = """
     Tuning (§6.1 of the paper): start with a small ``sigma``, then lower
@@ -319,7 +324,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     if graph == "l1" and n_neighbors is None:
         n_neighbors = min(core.L1_NEIGHBORS, max(int(resolved_nodes) - 1, 1))
     if chunked:
-        from .._dask.rpg import rpg_chunked as fit
+        from ..._dask.rpg import rpg_chunked as fit
     else:
         fit = core.rpg
 

@@ -1,0 +1,1 @@
+"""Trajectory tools: root, pseudotime, milestones, fates, phase, subsets, projection and support of a fitted tree."""
