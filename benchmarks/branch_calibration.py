@@ -108,9 +108,9 @@ def isotonic_pace(adata, method: str, fork: int):
     the true time by isotonic regression (the learned order of the cells, the true pace)."""
     from sklearn.isotonic import IsotonicRegression
 
-    from scskeleton.tl.genes.trends import _fork_cells
+    from scskeleton.tl.genes.selection import fork_cells
 
-    cells = _fork_cells(adata, method, fork)
+    cells = fork_cells(adata, method, fork)
     learned = adata.obs[f"{method}_pseudotime"].to_numpy(dtype=float)
     true = adata.obs["true_pseudotime"].to_numpy(dtype=float)
     mapped = learned.copy()

@@ -34,10 +34,10 @@ NOISE = 0.05
 
 def _chunk(block_id_seed: np.ndarray, size: int, dims: int, rotation: np.ndarray) -> np.ndarray:
     """One chunk of cells and, in the last column, their true pseudotime."""
-    from scskeleton.datasets._branching import _skeleton
+    from scskeleton.datasets._branching import branch_skeleton
 
     rng = np.random.default_rng(int(block_id_seed[0, 0]))
-    starts, directions, start_times, names = _skeleton(N_LEAVES)
+    starts, directions, start_times, names = branch_skeleton(N_LEAVES)
     segment = rng.integers(len(names), size=size)
     position = rng.uniform(0.0, 1.0, size=size)
     plane = starts[segment] + position[:, None] * directions[segment]

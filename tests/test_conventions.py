@@ -12,10 +12,11 @@ import scanpy as sc
 from scipy import sparse
 
 import scskeleton as sks
-from scskeleton._core.graphs import knn_edges
-from scskeleton._anndata.schema import LEARNER_METHODS, learner_keys, resolve_key
-from scskeleton.pl._utils import METHOD_NAMES, plot_dimensions
 from scskeleton._anndata.inputs import check_random_state, choose_representation, neighbors_edges
+from scskeleton._anndata.schema import LEARNER_METHODS, learner_keys, resolve_key
+from scskeleton._core.graphs import knn_edges
+from scskeleton.pl._labels import METHOD_NAMES
+from scskeleton.pl._scatter import plot_dimensions
 
 
 @pytest.fixture(scope="module")

@@ -2,15 +2,15 @@ import numpy as np
 import pytest
 from scipy import linalg, sparse
 
+from scskeleton._core.embed import principal_directions
+from scskeleton._core.graphs import laplacian, minimum_spanning_tree
 from scskeleton._core.trees.assign import soft_assignment
 from scskeleton._core.trees.ddrtree import (
     ddrtree,
-    default_n_centers,
     objective_value,
     proposition5,
 )
-from scskeleton._core.embed import principal_directions
-from scskeleton._core.graphs import laplacian, minimum_spanning_tree
+from scskeleton._core.trees.defaults import default_n_centers
 from scskeleton.datasets import branching
 
 

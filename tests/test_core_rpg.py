@@ -1,14 +1,14 @@
 import numpy as np
-
-from scskeleton._core.trees.ddrtree import default_n_centers
 import pytest
-from threadpoolctl import threadpool_limits
 from scipy import optimize, sparse
+from threadpoolctl import threadpool_limits
 
 import scskeleton as sks
-from scskeleton._core.trees.assign import soft_assignment
 from scskeleton._core.graphs import laplacian, minimum_spanning_tree
-from scskeleton._core.trees.rpg import _L1Program, _update_centers, default_n_nodes, descend, rpg
+from scskeleton._core.trees.assign import soft_assignment
+from scskeleton._core.trees.defaults import default_n_centers
+from scskeleton._core.trees.l1_program import L1Program
+from scskeleton._core.trees.rpg import default_n_nodes, descend, rpg, update_centers
 
 
 def _points(name, **kwargs):
@@ -38,7 +38,7 @@ def test_l1_program_solution_is_feasible_and_optimal(clusters):
     if clusters > 1:
         landmarks += 10.0 * np.repeat(np.eye(3), 8, axis=0)
     centers = landmarks + 0.1 * rng.normal(size=landmarks.shape)
-    program = _L1Program(landmarks, n_neighbors=4, lam=0.7)
+    program = L1Program(landmarks, n_neighbors=4, lam=0.7)
     assert len(program._blocks) == clusters
     adjacency, reconstruction = program.solve(centers)
     dense = adjacency.toarray()
@@ -68,9 +68,9 @@ def test_l1_program_solution_is_feasible_and_optimal(clusters):
     np.testing.assert_array_equal(dense > 0, vertex > 1e-9)
     # components are solved on as many threads as BLAS may use; one thread gives the same W
     with threadpool_limits(limits=1):
-        serial, _ = _L1Program(landmarks, n_neighbors=4, lam=0.7).solve(centers)
+        serial, _ = L1Program(landmarks, n_neighbors=4, lam=0.7).solve(centers)
     with threadpool_limits(limits=2):
-        threaded, _ = _L1Program(landmarks, n_neighbors=4, lam=0.7).solve(centers)
+        threaded, _ = L1Program(landmarks, n_neighbors=4, lam=0.7).solve(centers)
     np.testing.assert_array_equal(serial.toarray(), threaded.toarray())
 
 
@@ -82,7 +82,7 @@ def test_center_update_is_eq22_and_a_block_minimum():
     P = assignment.matrix.toarray() if sparse.issparse(assignment.matrix) else assignment.matrix
     tree = minimum_spanning_tree(centers)
     L = laplacian(tree)
-    updated = _update_centers(centers, L, tree, assignment.column_mass, P.T @ data, gamma)
+    updated = update_centers(centers, L, tree, assignment.column_mass, P.T @ data, gamma)
     expected = np.linalg.solve(2 / gamma * L + np.diag(P.sum(0)), P.T @ data)
     np.testing.assert_allclose(updated, expected, atol=1e-10)
 
@@ -99,7 +99,7 @@ def test_centers_of_massless_components_stay_put():
     centers = np.array([[0.0, 0.0], [1.0, 0.0], [50.0, 50.0]])
     adjacency = sparse.csr_matrix(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=float))
     mass = np.array([2.0, 3.0, 0.0])
-    updated = _update_centers(centers, laplacian(adjacency), adjacency, mass, np.ones((3, 2)), 1.0)
+    updated = update_centers(centers, laplacian(adjacency), adjacency, mass, np.ones((3, 2)), 1.0)
     assert np.isfinite(updated).all()
     np.testing.assert_array_equal(updated[2], centers[2])
 
@@ -138,7 +138,7 @@ def test_bad_parameters(kwargs, fragment):
 
 def test_failed_program_is_reported(monkeypatch):
     # one interior-point iteration cannot reach the optimum: the solver stops short, and says so
-    monkeypatch.setattr("scskeleton._core.trees.rpg.LP_MAX_ITER", 1)
+    monkeypatch.setattr("scskeleton._core.trees.l1_program.LP_MAX_ITER", 1)
     with pytest.raises(ValueError, match="linear program .* failed"):
         rpg(_points("circle", n_cells=40), graph="l1", maxiter=2)
 
@@ -162,11 +162,11 @@ def test_reused_program_matches_a_solve_from_scratch():
     # the solver kept between iterations (new right-hand side only) solves the new program, not the old one
     rng = np.random.default_rng(4)
     landmarks = rng.normal(size=(40, 3))
-    program = _L1Program(landmarks, n_neighbors=5, lam=0.5)
+    program = L1Program(landmarks, n_neighbors=5, lam=0.5)
     program.solve(landmarks)
     moved = landmarks + 0.3 * rng.normal(size=landmarks.shape)
     warm, warm_rec = program.solve(moved)
-    cold, cold_rec = _L1Program(landmarks, n_neighbors=5, lam=0.5).solve(moved)
+    cold, cold_rec = L1Program(landmarks, n_neighbors=5, lam=0.5).solve(moved)
 
     def value(adjacency, rec):
         dense = adjacency.toarray()

@@ -7,7 +7,8 @@ import pytest
 from scipy import interpolate, sparse, stats
 
 import scskeleton as sks
-from scskeleton._core.stats import association, branches, inference, lineages, splines, trends
+from scskeleton._core.stats import association, branches, comparison, inference, lineages, passes, splines, trends
+from scskeleton._core.stats import registration as warps
 
 
 def _times(n, seed=0, low=0.0, high=2.0):
@@ -87,7 +88,7 @@ def test_fit_matches_the_dense_penalised_solution(df):
     values = values + 0.3 * rng.standard_normal(values.shape)
     basis = splines.spline_basis(times, 10)
     design = basis.design(times)
-    stats = splines.sufficient_statistics(values, np.arange(400), design, np.zeros(400, dtype=int), 1)
+    stats = passes.sufficient_statistics(values, np.arange(400), design, np.zeros(400, dtype=int), 1)
     fit = splines.penalized_fit(stats.gram[0], stats.cross[0], stats.sumsq[0], basis.penalty, df=df)
     for gene in range(values.shape[1]):
         system = design.T @ design + fit.lam[gene] * basis.penalty
@@ -124,26 +125,26 @@ def test_sufficient_statistics_agree_for_dense_csr_csc_subsets_and_row_order(mon
     dense = matrix.toarray().astype(np.float64)
     expected_cross = np.stack([design[groups == g].T @ dense[rows[groups == g]] for g in range(3)])
     expected_sumsq = np.stack([(dense[rows[groups == g]] ** 2).sum(axis=0) for g in range(3)])
-    monkeypatch.setattr(splines, "CHUNK_ELEMENTS", 500)  # many small chunks and gene blocks
+    monkeypatch.setattr(passes, "CHUNK_ELEMENTS", 500)  # many small chunks and gene blocks
     for form in (dense, matrix, matrix.tocsc(), matrix.tocoo()):
-        stats = splines.sufficient_statistics(form, rows, design, groups, 3)
+        stats = passes.sufficient_statistics(form, rows, design, groups, 3)
         np.testing.assert_allclose(stats.cross, expected_cross, rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(stats.sumsq, expected_sumsq, rtol=1e-6)
         np.testing.assert_array_equal(stats.n_cells, np.bincount(groups, minlength=3))
-        subset = splines.sufficient_statistics(form, rows, design, groups, 3, columns)
+        subset = passes.sufficient_statistics(form, rows, design, groups, 3, columns)
         np.testing.assert_allclose(subset.cross, expected_cross[:, :, columns], rtol=1e-6, atol=1e-9)
     order = rng.permutation(rows.size)  # the cells' order does not matter
-    shuffled = splines.sufficient_statistics(matrix, rows[order], design[order], groups[order], 3)
+    shuffled = passes.sufficient_statistics(matrix, rows[order], design[order], groups[order], 3)
     np.testing.assert_allclose(shuffled.cross, expected_cross, rtol=1e-6, atol=1e-9)
     # the cells carrying each gene's variation, where the unexpressed cells share one value and where not
     shifted = dense - 0.01 * rng.random(dense.shape)
     carriers = {}
     for values in (dense, shifted):
-        counted = [splines.sufficient_statistics(form, rows, design, groups, 3, count_carriers=True)
+        counted = [passes.sufficient_statistics(form, rows, design, groups, 3, count_carriers=True)
                    for form in (values, sparse.csr_matrix(values), sparse.csc_matrix(values))]
         for other in counted[1:]:
             np.testing.assert_array_equal(other.n_carriers_by_group, counted[0].n_carriers_by_group)
-        subset = splines.sufficient_statistics(values, rows, design, groups, 3, columns, count_carriers=True)
+        subset = passes.sufficient_statistics(values, rows, design, groups, 3, columns, count_carriers=True)
         np.testing.assert_array_equal(subset.n_carriers_by_group, counted[0].n_carriers_by_group[:, columns])
         carriers[values is dense] = counted[0]
     np.testing.assert_array_equal(carriers[True].n_carriers_by_group.sum(axis=0), carriers[True].n_varying)
@@ -251,10 +252,10 @@ def _branch_null(index, replicates=10, n_genes=4000, registration="fit"):
     combines them) or unregistered (``"none"``, the F test alone, for the far tail's many genes)."""
     if registration == "none":
         return _branch_null_axis(index, replicates, n_genes, None)
-    five = _branch_null_axis(index, replicates, n_genes, branches.WARP_PIECES)
+    five = _branch_null_axis(index, replicates, n_genes, warps.WARP_PIECES)
     if registration != "both":
         return five
-    return np.fmax.reduce([five, _branch_null_axis(index, replicates, n_genes, branches.FINE_WARP_PIECES),
+    return np.fmax.reduce([five, _branch_null_axis(index, replicates, n_genes, warps.FINE_WARP_PIECES),
                            _branch_null_axis(index, replicates, n_genes, None)])
 
 
@@ -285,7 +286,7 @@ def _branch_null_axis(index, replicates, n_genes, n_pieces):
 
 def _one_warp(n_pieces, matrix, rows, times, groups, registration, *, n_knots, df):
     """``branches._registrations`` with one warp of ``n_pieces`` pieces (none at its bound here)."""
-    warp = branches.fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces)
+    warp = warps.fit_branch_warps(matrix, rows, times, groups, n_knots=n_knots, df=df, n_pieces=n_pieces)
     assert not warp.at_bound
     return [warp]
 
@@ -335,14 +336,14 @@ def test_branch_test_counts_the_smoothing_bias_of_a_shared_switch(monkeypatch):
     cannot follow it either)."""
     assert abs(np.mean(_steep_shared_trend(8.0, 1.0) < 0.05) - 0.05) <= 0.005  # 10,000 genes: SE 0.22 %
     assert np.mean(_steep_shared_trend(12.0, 2.0) < 0.05) <= 0.2
-    monkeypatch.setattr(branches, "_shared_null_means",  # the null of pure noise
+    monkeypatch.setattr(comparison, "_shared_null_means",  # the null of pure noise
                         lambda stats_, *args, **kwargs: [(np.arange(stats_.cross.shape[2]), None)])
     assert np.mean(_steep_shared_trend(8.0, 1.0) < 0.05) >= 0.08
 
 
 def test_a_null_mean_of_zero_leaves_the_p_values_as_they_were():
     times, groups, basis, design, gram = _small_fork(3, [60, 50, 40], 0.8, 6)
-    forms = branches._branch_forms(gram, basis.penalty, 0.3, [0.1, 0.5])
+    forms = comparison.branch_forms(gram, basis.penalty, 0.3, [0.1, 0.5])
     fstat = np.array([0.5, 1.0, 2.0, 4.0])
     size = forms[0].shape[0]
     zero = inference.NullMean(coef=np.zeros((size, 4)), variance=np.ones(4), noise=np.zeros((size, size)))
@@ -390,7 +391,7 @@ def _small_fork(seed, sizes, short_length, n_knots):
 def test_branch_moments_equal_the_traces_of_the_explicit_forms():
     times, groups, basis, design, gram = _small_fork(6, [40, 30, 25], 0.6, 6)
     lam_shared, lam_branches = 0.3, [0.05, 2.0]
-    moments = branches._form_moments(*branches._branch_forms(gram, basis.penalty, lam_shared, lam_branches), gram.sum())
+    moments = comparison.form_moments(*comparison.branch_forms(gram, basis.penalty, lam_shared, lam_branches), gram.sum())
 
     def explained(weights, lam):
         weighted = weights[:, None] * design
@@ -490,7 +491,7 @@ def test_registration_removes_a_uniform_stretch_of_one_branch():
     assert (fitted.pvals < 0.05).mean() < 0.08 and (fitted.qvals < 0.05).mean() < 0.02
     # registered, the branches agree at equal true times: branch 2's time 1.3·u past the fork meets branch 1's u
     past = np.linspace(0.1, 0.9, 9)
-    warp = branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
+    warp = warps.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
     one, two = warp(1 + past, np.ones(9, int)), warp(1 + 1.3 * past, np.full(9, 2))
     assert np.abs(one - two).max() <= 0.05
 
@@ -503,11 +504,11 @@ def test_registration_bounds_the_branches_relative_pace_but_undoes_a_threefold_s
     best warp inside (on the learned axis 60-70 % of the shared genes were flagged)."""
     values, learned, groups = _stretched_fork(3.0)
     result = branches.branch_test(values, np.arange(900), learned, groups)
-    assert np.all(np.abs(np.log(result.stretch)) <= np.log(branches.MAX_RELATIVE_STRETCH) + 1e-9)
+    assert np.all(np.abs(np.log(result.stretch)) <= np.log(warps.MAX_RELATIVE_STRETCH) + 1e-9)
     assert result.stretch[1] / result.stretch[0] < 0.45  # most of the 3-fold stretch undone
     assert (result.pvals < 0.05).mean() < 0.1 and (result.qvals < 0.05).mean() < 0.02
     values, learned, groups = _stretched_fork(4.0)
-    assert branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0).at_bound
+    assert warps.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0).at_bound
     for test in (branches.branch_test, branches.fork_test):
         result = test(values, np.arange(900), learned, groups)
         assert not result.warp_at_bound and result.stretch[1] / result.stretch[0] < 0.3
@@ -524,7 +525,7 @@ def test_registration_keeps_branches_that_stop_early():
     values = 1.5 / (1 + np.exp(-(true[:, None] - centres) / 0.15)) + 0.5 * rng.standard_normal((900, 600))
     result = branches.branch_test(values, np.arange(900), true, groups)
     past = np.linspace(0.05, 0.45, 9)  # where both branches have cells, the warp keeps them together
-    warp = branches.fit_branch_warps(values, np.arange(900), true, groups, n_knots=10, df=6.0)
+    warp = warps.fit_branch_warps(values, np.arange(900), true, groups, n_knots=10, df=6.0)
     assert np.abs(warp(1 + past, np.ones(9, int)) - warp(1 + past, np.full(9, 2))).max() <= 0.05
     assert (result.pvals < 0.05).mean() < 0.08
 
@@ -547,8 +548,8 @@ def test_registration_flattens_a_terminal_pile_of_cells():
     # the slopes of [0.5, 2] alone left 27 % at p < 0.05 and 18 % at q < 0.05; the test on the true
     # time itself gives 5-9 % at p < 0.05 here
     assert (fitted.pvals < 0.05).mean() < 0.1 and (fitted.qvals < 0.05).mean() < 0.02
-    warp = branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
-    assert warp.slopes[1, -1] < branches.SLOPE_RANGE[0]
+    warp = warps.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
+    assert warp.slopes[1, -1] < warps.SLOPE_RANGE[0]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -568,7 +569,7 @@ def test_a_warp_set_by_its_bounds_says_so(seed):
     trunk = 1.0 / (1 + np.exp(-(times[:, None] - rng.uniform(0.1, 0.4, 40)) / 0.05))
     values = np.hstack([parting, trunk]) + 0.5 * rng.standard_normal((1500, 240))
     rows = np.arange(1500)
-    warp = branches.fit_branch_warps(values, rows, times, groups, n_knots=10, df=6.0)
+    warp = warps.fit_branch_warps(values, rows, times, groups, n_knots=10, df=6.0)
     assert warp.at_bound and np.abs(np.log(warp.stretch)).max() > np.log(1.6)
     for test, default in ((branches.fork_test, "fit"), (branches.branch_test, "both")):
         result, learned = test(values, rows, times, groups), test(values, rows, times, groups, registration="none")
@@ -578,19 +579,19 @@ def test_a_warp_set_by_its_bounds_says_so(seed):
         assert np.all(result.stretch == 1) and np.all(result.shift == 0) and np.isnan(result.pvals_registered).all()
         assert (result.qvals[:200] < 0.05).mean() > 0.5  # the parting genes, called on the learned axis
     values, learned, groups = _stretched_fork(3.0)
-    stretched = branches.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
+    stretched = warps.fit_branch_warps(values, np.arange(900), learned, groups, n_knots=10, df=6.0)
     assert not stretched.at_bound and np.abs(np.log(stretched.stretch)).max() > np.log(1.6)
 
 
 def test_a_warp_pressed_against_a_bound_is_told_from_one_that_stops_inside():
-    warp = branches.BranchWarp.identity(1.0, np.array([1.0, 1.0]), n_pieces=2)
+    warp = warps.BranchWarp.identity(1.0, np.array([1.0, 1.0]), n_pieces=2)
     stretched = warp.replace(slopes=np.array([[1.7, 1.7], [1 / 1.7, 1 / 1.7]]))
     farther = lambda w: -w.stretch[0]  # noqa: E731  a criterion that keeps improving past the bound
     back = lambda w: abs(w.stretch[0] - 1.7)  # noqa: E731  ... and one whose best lies at 1.7
-    assert branches._pressed_against_bounds(stretched, farther)
-    assert not branches._pressed_against_bounds(stretched, back)
-    assert not branches._pressed_against_bounds(warp.replace(slopes=np.array([[1.2, 1.2], [0.8, 0.8]])), farther)
-    assert branches._pressed_against_bounds(warp.replace(shifts=np.array([0.0, 0.52])), back)  # overlap 0.48
+    assert warps._pressed_against_bounds(stretched, farther)
+    assert not warps._pressed_against_bounds(stretched, back)
+    assert not warps._pressed_against_bounds(warp.replace(slopes=np.array([[1.2, 1.2], [0.8, 0.8]])), farther)
+    assert warps._pressed_against_bounds(warp.replace(shifts=np.array([0.0, 0.52])), back)  # overlap 0.48
 
 
 def test_a_short_branch_beside_a_long_crowded_one_keeps_its_df_and_the_level():
@@ -629,7 +630,7 @@ def test_both_registrations_give_each_gene_the_larger_p_value(monkeypatch):
     fit = branches.branch_test(values, rows, learned, groups, registration="fit")
     none = branches.branch_test(values, rows, learned, groups, registration="none")
     with monkeypatch.context() as patch:
-        patch.setattr(branches, "WARP_PIECES", branches.FINE_WARP_PIECES)
+        patch.setattr(branches, "WARP_PIECES", warps.FINE_WARP_PIECES)
         fine = branches.branch_test(values, rows, learned, groups).pvals_registered
     np.testing.assert_allclose(both.pvals_registered, fit.pvals)
     assert np.all(fit.pvals >= fine - 1e-12)  # the nine-piece warp's, and the five's
@@ -739,19 +740,19 @@ def test_cells_are_counted_per_group_for_dense_and_sparse_input():
     stored.data[::4] = 0.0  # explicit zeros stored
     dense = stored.toarray()
     groups = rng.integers(0, 3, 60)
-    references = np.vstack([dense[[0, 30]], splines._bulk(dense)])
+    references = np.vstack([dense[[0, 30]], passes._bulk(dense)])
     brute = np.stack([[(dense[groups == g] != value).sum(axis=0) for g in range(3)] for value in references[:2]])
     compared = np.isfinite(references[3])  # genes without a value shared by half the sample
     assert 0 < compared.sum() < 12
     squared = (dense - references[2]) ** 2 * compared
     out = squared > np.nan_to_num(references[3]) ** 2
     for matrix in (dense, stored, stored.tocsc(), stored.tocoo()):
-        differing, outside, deviations = splines._count_cells(matrix, references, np.eye(3)[groups])
+        differing, outside, deviations = passes._count_cells(matrix, references, np.eye(3)[groups])
         np.testing.assert_array_equal(differing, brute)
         np.testing.assert_array_equal(outside, [out[groups == g].sum(axis=0) for g in range(3)])
         np.testing.assert_allclose(deviations, [squared.sum(axis=0), (squared * out).sum(axis=0)], rtol=1e-12)
     assert 0 < out.sum() < out.size
-    result = splines.sufficient_statistics(stored, np.arange(60), np.ones((60, 1)), groups, 3)
+    result = passes.sufficient_statistics(stored, np.arange(60), np.ones((60, 1)), groups, 3)
     np.testing.assert_array_equal(result.n_varying, brute.sum(axis=1).min(axis=0))
 
 
@@ -768,7 +769,7 @@ def test_the_cells_that_carry_a_genes_variation_whatever_its_unexpressed_cells_t
     counts = rng.poisson(mean)
     with_count = np.array([(counts[groups == g] > 0).sum(axis=0) for g in range(3)])
     def carriers_of(values):
-        return splines.sufficient_statistics(values, np.arange(n), np.ones((n, 1)), groups, 3,
+        return passes.sufficient_statistics(values, np.arange(n), np.ones((n, 1)), groups, 3,
                                              count_carriers=True).n_carriers_by_group
 
     np.testing.assert_array_equal(carriers_of(sparse.csr_matrix(np.log1p(counts))), with_count)
@@ -934,14 +935,14 @@ def test_lineage_membership_shares_a_segment_between_the_lineages_through_it():
 def test_form_f_pvalues_match_the_simulated_null_of_non_commuting_smoothers():
     """P(F > f) of the branch test's F on a small explicit design, against 4·10⁵ draws of pure noise."""
     times, groups, basis, design, gram = _small_fork(17, [20, 15, 8], 0.4, 4)
-    cross, explained, fitted = branches._branch_forms(gram, basis.penalty, 0.5, [0.1, 3.0])
+    cross, explained, fitted = comparison.branch_forms(gram, basis.penalty, 0.5, [0.1, 3.0])
     assert np.linalg.eigvalsh(explained).min() < 0  # A is not positive semi-definite
     weights = [np.where(groups == 0, 0.5, (groups == b).astype(float)) for b in (1, 2)]
     stacked = np.hstack([w[:, None] * design for w in weights] + [design])  # U, n × p
     np.testing.assert_allclose(stacked.T @ stacked, cross, atol=1e-10)
     noise = np.random.default_rng(18).standard_normal((400_000, times.size))
     scores = noise @ stacked
-    a, _, r, _ = branches._form_moments(cross, explained, fitted, times.size)
+    a, _, r, _ = comparison.form_moments(cross, explained, fitted, times.size)
     fstat = (np.einsum("np,pq,nq->n", scores, explained, scores) / a) / (
         (np.einsum("np,np->n", noise, noise) - np.einsum("np,pq,nq->n", scores, fitted, scores)) / r)
     levels = np.array([0.1, 0.01, 0.001])
@@ -963,7 +964,7 @@ def test_form_f_pvalues_equal_the_trend_tests_when_the_smoothers_commute():
 
 
 def test_branch_warp_is_monotone_and_reports_its_overall_stretch():
-    warp = branches.BranchWarp.identity(1.0, np.array([2.0, 1.0]), n_pieces=4)
+    warp = warps.BranchWarp.identity(1.0, np.array([2.0, 1.0]), n_pieces=4)
     times = np.array([0.5, 1.0, 1.5, 2.0, 3.0, 1.5, 2.0])
     groups = np.array([0, 1, 1, 1, 1, 2, 2])
     np.testing.assert_allclose(warp(times, groups), times)  # no warp, trunk untouched
@@ -980,17 +981,17 @@ def test_branch_warp_is_monotone_and_reports_its_overall_stretch():
 
 
 def test_branch_overlap_reads_how_far_the_warped_branches_run_side_by_side():
-    warp = branches.BranchWarp.identity(1.0, np.array([1.0, 2.0]), n_pieces=2)
-    assert branches.branch_overlap(warp) == 1.0  # both leave the fork; the shorter lies within the longer
-    assert branches.branch_overlap(warp.replace(shifts=np.array([0.5, 0.0]))) == 1.0  # [1.5, 2.5] within [1, 3]
-    assert branches.branch_overlap(warp.replace(shifts=np.array([0.0, 0.5]))) == pytest.approx(0.5)  # [1, 2], [1.5, 3.5]
-    assert branches.branch_overlap(warp.replace(shifts=np.array([0.0, 1.0]))) == 0.0  # one starts where the other ends
+    warp = warps.BranchWarp.identity(1.0, np.array([1.0, 2.0]), n_pieces=2)
+    assert warps.branch_overlap(warp) == 1.0  # both leave the fork; the shorter lies within the longer
+    assert warps.branch_overlap(warp.replace(shifts=np.array([0.5, 0.0]))) == 1.0  # [1.5, 2.5] within [1, 3]
+    assert warps.branch_overlap(warp.replace(shifts=np.array([0.0, 0.5]))) == pytest.approx(0.5)  # [1, 2], [1.5, 3.5]
+    assert warps.branch_overlap(warp.replace(shifts=np.array([0.0, 1.0]))) == 0.0  # one starts where the other ends
     slower = warp.slopes.copy()
     slower[0] = 0.5  # the first squeezed to [1, 1.5] beside [1.25, 3.25]
-    assert branches.branch_overlap(warp.replace(slopes=slower, shifts=np.array([0.0, 0.25]))) == pytest.approx(0.5)
-    three = branches.BranchWarp.identity(1.0, np.ones(3))
-    assert branches.branch_overlap(three.replace(shifts=np.array([0.0, 0.5, 0.0]))) == pytest.approx(0.5)
-    assert branches.branch_overlap(three.replace(shifts=np.array([0.0, 0.0, 2.0]))) == 0.0  # the third apart
+    assert warps.branch_overlap(warp.replace(slopes=slower, shifts=np.array([0.0, 0.25]))) == pytest.approx(0.5)
+    three = warps.BranchWarp.identity(1.0, np.ones(3))
+    assert warps.branch_overlap(three.replace(shifts=np.array([0.0, 0.5, 0.0]))) == pytest.approx(0.5)
+    assert warps.branch_overlap(three.replace(shifts=np.array([0.0, 0.0, 2.0]))) == 0.0  # the third apart
 
 
 def test_periodic_basis_wraps_round_and_penalises_all_but_the_constant():
@@ -1038,11 +1039,11 @@ def test_a_warp_criterion_is_computed_once_per_warp():
     """The warp search's rounds try many warps again (a slope's factor 1, a shift a branch already
     has): each is scored once, and a warp that differs in any slope, shift or break is scored anew."""
     calls = []
-    score = branches._remembered(lambda warp: calls.append(warp) or float(warp.slopes.sum()))
-    warp = branches.BranchWarp.identity(1.0, np.array([1.0, 2.0]), 3)
+    score = warps._remembered(lambda warp: calls.append(warp) or float(warp.slopes.sum()))
+    warp = warps.BranchWarp.identity(1.0, np.array([1.0, 2.0]), 3)
     assert score(warp) == score(warp.replace(slopes=warp.slopes.copy())) == 6.0 and len(calls) == 1
     assert score(warp.replace(shifts=np.array([0.0, 0.1]))) == 6.0 and len(calls) == 2
-    assert score(branches.BranchWarp.identity(1.0, np.array([1.0, 3.0]), 3)) == 6.0 and len(calls) == 3
+    assert score(warps.BranchWarp.identity(1.0, np.array([1.0, 3.0]), 3)) == 6.0 and len(calls) == 3
 
 
 def _sharp_trunk_genes(seed, n_genes=100):
@@ -1137,9 +1138,9 @@ def test_local_variance_is_the_noise_where_a_spline_misses_a_sharp_course():
     times = rng.uniform(0, 2, 3000)
     groups = (times > 1).astype(int) + (times > 1) * rng.integers(0, 2, times.size)
     values = 2.0 / (1 + np.exp(-(times - 0.9) / 0.02))[:, None] + 0.3 * rng.standard_normal((times.size, 40))
-    bins = splines.time_bins(times, groups)
+    bins = passes.time_bins(times, groups)
     counts = np.bincount(bins)
-    assert counts.min() >= splines.MIN_BIN_CELLS and counts.size <= splines.MAX_TIME_BINS
+    assert counts.min() >= passes.MIN_BIN_CELLS and counts.size <= passes.MAX_TIME_BINS
     for b in range(counts.size):  # a run holds one group's cells, consecutive in time
         members = bins == b
         assert np.unique(groups[members]).size == 1
@@ -1147,7 +1148,7 @@ def test_local_variance_is_the_noise_where_a_spline_misses_a_sharp_course():
         inside = (times[others] > times[members].min()) & (times[others] < times[members].max())
         assert not inside.any()
     basis = splines.spline_basis(times, 10)
-    found = [splines.sufficient_statistics(matrix, np.arange(times.size), basis.design(times), groups, 3,
+    found = [passes.sufficient_statistics(matrix, np.arange(times.size), basis.design(times), groups, 3,
                                            bins=bins).local_variance
              for matrix in (values, sparse.csr_matrix(values), sparse.csc_matrix(values))]
     np.testing.assert_allclose(found[1], found[0], rtol=1e-10)

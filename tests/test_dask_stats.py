@@ -12,7 +12,7 @@ import scanpy as sc  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton._core.stats import splines  # noqa: E402
+from scskeleton._core.stats import passes  # noqa: E402
 
 KEY = "ddrtree"
 #: Chunkings of the cells: uneven (97 does not divide 1,000), ~100 rows, one chunk, chunks split across genes.
@@ -223,7 +223,7 @@ def test_non_finite_values_in_a_chunk_are_refused_and_adata_is_unchanged(fitted)
 
 def test_large_chunks_are_summarised_in_pieces(fitted, monkeypatch):
     memory = _call("association_test", fitted.copy())
-    monkeypatch.setattr(splines, "CHUNK_ELEMENTS", 5_000)  # pieces of 25 cells inside chunks of 500
+    monkeypatch.setattr(passes, "CHUNK_ELEMENTS", 5_000)  # pieces of 25 cells inside chunks of 500
     lazy = fitted.copy()
     lazy.X = da.from_array(np.asarray(fitted.X), chunks=(500, -1))
     _call("association_test", lazy)

@@ -8,9 +8,9 @@ import scanpy as sc
 from scipy import sparse
 
 import scskeleton as sks
-from scskeleton._core.trees.trajectory import geodesic_from
 from scskeleton._anndata.schema import read_graph
-from scskeleton.datasets._branching import _skeleton
+from scskeleton._core.trees.trajectory import geodesic_from
+from scskeleton.datasets._branching import branch_skeleton
 
 KEY = "ddrtree"
 
@@ -217,7 +217,7 @@ def test_unknown_milestones_and_bad_nodes_are_reported(expression):
 
 
 def _terminal_branches(n_leaves):
-    names = _skeleton(n_leaves)[3]
+    names = branch_skeleton(n_leaves)[3]
     return sorted(set(names[1::2]) | {names[-1]})  # each fork's tip branch, and the last continuing one
 
 

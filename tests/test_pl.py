@@ -5,19 +5,19 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import PIL.Image  # noqa: E402
-from matplotlib import image  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import PIL.Image  # noqa: E402
 import pytest  # noqa: E402
 from anndata import AnnData  # noqa: E402
+from matplotlib import image  # noqa: E402
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
 from scskeleton._testing import distinct_colours  # noqa: E402
-from scskeleton.pl._utils import SAVE_DPI  # noqa: E402
+from scskeleton.pl._figures import SAVE_DPI  # noqa: E402
 
 KEY = "ddrtree"
 # scanpy 1.11 calls the deprecated Colormap.set_bad itself; nothing this module can change.

@@ -22,7 +22,7 @@ from matplotlib.text import Annotation  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton.pl._utils import branch_names  # noqa: E402
+from scskeleton.pl._results import branch_names  # noqa: E402
 
 # scanpy 1.11 calls the deprecated Colormap.set_bad itself; nothing this module can change.
 pytestmark = pytest.mark.filterwarnings("ignore:The set_bad function:PendingDeprecationWarning")

@@ -1,7 +1,7 @@
 """What a reader sees in every ``sks.pl`` figure: titles, labels, colour bars, legends, z-order, p-values.
 
 Each plot function has a test here that checks a visible property, not only
-that a file was written: the words come from one place (``pl._utils``), so a
+that a file was written: the words come from one place (``pl._labels``), so a
 title reads "DDRTree pseudotime", never ``ddrtree_pseudotime``.
 """
 
@@ -20,7 +20,8 @@ from matplotlib.legend import Legend  # noqa: E402
 from scipy import sparse  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton.pl._utils import basis_label, branch_key, format_pvalue, method_name, obs_label  # noqa: E402
+from scskeleton.pl._labels import basis_label, format_pvalue, method_name, obs_label  # noqa: E402
+from scskeleton.pl._results import branch_key  # noqa: E402
 
 KEY = "ddrtree"
 BRANCHES, TRENDS, LINEAGES = f"{KEY}_branch_test", f"{KEY}_trends", f"{KEY}_association"

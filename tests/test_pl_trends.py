@@ -17,7 +17,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.legend import Legend  # noqa: E402
 
 import scskeleton as sks  # noqa: E402
-from scskeleton.pl._utils import branch_key, category_colors  # noqa: E402
+from scskeleton.pl._colors import category_colors  # noqa: E402
+from scskeleton.pl._results import branch_key  # noqa: E402
 
 KEY = "ddrtree"
 TRENDS, BRANCHES = f"{KEY}_trends", f"{KEY}_branch_test"

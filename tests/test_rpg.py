@@ -248,7 +248,7 @@ def test_nan_input_rejected():
 
 def test_failed_program_leaves_adata_unchanged(monkeypatch):
     adata = sks.datasets.circle(50)
-    monkeypatch.setattr("scskeleton._core.trees.rpg.LP_MAX_ITER", 1)
+    monkeypatch.setattr("scskeleton._core.trees.l1_program.LP_MAX_ITER", 1)
     with pytest.raises(ValueError, match="linear program .* failed: MaxIterations"):
         sks.tl.rpg_l1(adata)
     assert "rpg_l1" not in adata.uns and "rpg_l1_assignment" not in adata.obsm

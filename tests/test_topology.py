@@ -8,13 +8,13 @@ from scipy import sparse
 from scipy.stats import spearmanr
 
 import scskeleton as sks
-from scskeleton._testing import branch_majorities, fit_on_counts, random_walk_tree
-from scskeleton._core.trees.gaps import bridging_edges
-from scskeleton._core.trees.assign import label_means
 from scskeleton._core.graphs import degrees, minimum_spanning_tree
-from scskeleton._core.trees import rpg as rpg_core
 from scskeleton._core.trees import pruning
+from scskeleton._core.trees import rpg as rpg_core
+from scskeleton._core.trees.assign import label_means
+from scskeleton._core.trees.gaps import bridging_edges
 from scskeleton._core.trees.pruning import prune_tree
+from scskeleton._testing import branch_majorities, fit_on_counts, random_walk_tree
 
 
 def _n_branch_points(adata, key):
@@ -872,7 +872,7 @@ def test_offsets_from_edges_match_a_point_by_point_projection(across):
     edges = np.array([[0, 1], [1, 2], [2, 3], [1, 4], [4, 5], [5, 6], [6, 7], [7, 8]])
     points = 3.0 * rng.normal(size=(300, 5)) + 10.0  # far from the origin: round-off of the expansion
     own = rng.integers(0, 9, size=points.shape[0])
-    got, nearest = pruning._residual_to_edges(points, nodes + 10.0, edges, across=across, with_edges=True, own=own)
+    got, nearest = pruning.residual_to_edges(points, nodes + 10.0, edges, across=across, with_edges=True, own=own)
     def offset(x, e):
         a, b = nodes[edges[e, 0]] + 10.0, nodes[edges[e, 1]] + 10.0
         v = b - a

@@ -441,7 +441,7 @@ def test_registration_where_the_alignment_wins_the_search():
     piece per quantile bin, beats both refined five-piece warps, and the last rounds, which refined it
     piece by piece with the five pieces' bounds, raised a broadcasting error in both tests. The
     alignment is refined as a whole now; the tests hold their level and find every branch gene."""
-    from scskeleton._core.stats import branches
+    from scskeleton._core.stats import registration
 
     adata = sks.datasets.branching_expression(2000, 300, n_branch_genes=40, n_trend_genes=100, noise=1.0,
                                               random_state=24)
@@ -451,10 +451,10 @@ def test_registration_where_the_alignment_wins_the_search():
     sks.tl.pseudotime(adata, KEY)
     fork = int(adata.uns[KEY]["branch_points"][0])
     pattern = adata.var["true_pattern"].to_numpy()
-    cells = sks.tl.genes.trends._fork_cells(adata, KEY, fork)
-    warp = branches.fit_branch_warps(adata.X, cells.rows, cells.pseudotime[cells.rows], cells.group[cells.rows],
-                                     n_knots=10, df=6.0)
-    assert warp.slopes.shape[1] > branches.WARP_PIECES and not warp.at_bound  # the alignment's pieces
+    cells = sks.tl.genes.selection.fork_cells(adata, KEY, fork)
+    warp = registration.fit_branch_warps(adata.X, cells.rows, cells.pseudotime[cells.rows], cells.group[cells.rows],
+                                         n_knots=10, df=6.0)
+    assert warp.slopes.shape[1] > registration.WARP_PIECES and not warp.at_bound  # the alignment's pieces
     for test in (sks.tl.branch_test, sks.tl.fork_test):
         test(adata, KEY, branch_point=fork, key_added="aligned")
         pvals, qvals = adata.var["aligned_pval"].to_numpy(), adata.var["aligned_qval"].to_numpy()
@@ -481,7 +481,7 @@ def test_a_branch_too_small_for_its_own_curve_is_left_out_or_lowers_df(fitted, s
     carries; a branch of fewer than 4 cells carries no curve: a clear error, adata unchanged."""
     fork = int(fitted.uns[KEY]["branch_points"][0])
     segment = fitted.obs[f"{KEY}_segment"].astype(str).to_numpy()
-    second = sks.tl.genes.trends._fork_cells(fitted, KEY, fork).branches[1]
+    second = sks.tl.genes.selection.fork_cells(fitted, KEY, fork).branches[1]
     on_second = np.isin(segment, second)
     for kept, df_used in ((5, 4.0), (3, None)):
         small = fitted[~on_second | (np.cumsum(on_second) <= kept)].copy()
@@ -509,9 +509,9 @@ def test_a_branch_too_small_for_its_own_curve_is_left_out_or_lowers_df(fitted, s
     sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
     sks.tl.pseudotime(adata, "rpg")
     three = [int(node) for node in adata.uns["rpg"]["branch_points"]
-             if len(sks.tl.genes.trends._fork_cells(adata, "rpg", int(node)).branches) == 3]
+             if len(sks.tl.genes.selection.fork_cells(adata, "rpg", int(node)).branches) == 3]
     assert three, "no three-branch fork on this draw"
-    cells = sks.tl.genes.trends._fork_cells(adata, "rpg", three[0])
+    cells = sks.tl.genes.selection.fork_cells(adata, "rpg", three[0])
     sizes = np.bincount(cells.group[cells.rows])[1:]
     stub = cells.branches[int(np.argmin(sizes))]
     on_stub = np.isin(adata.obs["rpg_segment"].astype(str).to_numpy(), stub)

@@ -17,25 +17,19 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ._anndata.learners import LEARNERS
 from ._version import __version__
 
 #: Graph learners the ``fit`` command can run, by ``--method`` name: node graphs, then cell graphs
 #: (MPME, SPL, ESL; dense, every cell up to 5,000 cells, k-means landmarks above).
-METHODS = {
-    "ddrtree": "principal tree with a learned low-dimensional embedding (DDRTree; the default)",
-    "rpg": "principal tree in the space of --use-rep (regularized principal graph)",
-    "rpg_l1": "principal graph that may hold loops and several components (weighted l1 graph)",
-    "mpme": "cell graph and embedding by a log-det program (MPME; dense: landmarks above 5,000 cells)",
-    "spl": "cell graph, projection and embedding (SPL; dense: landmarks above 5,000 cells)",
-    "esl": "cell graph and embedding of each component (ESL; dense: landmarks above 5,000 cells)",
-}
+METHODS = {method: learner.command for method, learner in LEARNERS.items() if learner.command}
 
 #: Learner parameters set by options of their own (None: fixed by the command), not by --param.
 OWN_OPTIONS = {"use_rep": "--use-rep", "random_state": "--random-state", "maxiter": "--maxiter",
                "key_added": None, "copy": None}
 
 #: Learners that fit a dask array chunk by chunk (``--chunks``, or a .zarr input).
-CHUNKED_METHODS = ("ddrtree", "rpg", "rpg_l1")
+CHUNKED_METHODS = tuple(method for method, learner in LEARNERS.items() if learner.chunked)
 #: Cells per chunk when a .zarr input is opened lazily without --chunks.
 LAZY_CHUNK = 100_000
 #: Resolution (dots per inch) of the images the commands write: print quality, whatever matplotlibrc says.

@@ -17,10 +17,7 @@ from scipy import sparse
 
 from .._core.trees.trajectory import GraphProjection, project_onto_graph
 from .._dask import is_dask
-
-#: ``uns[key]["method"]`` of every learner: an entry carrying one of them is a fitted skeleton, the ``key``
-#: that trajectory tools and plots take. Gene-level results (``"trends"``, ``"branch_test"``, …) are not.
-LEARNER_METHODS = ("ddrtree", "rpg", "rpg_l1", "mpme", "spl", "esl", "fsl", "convex_embedding")
+from .learners import LEARNER_METHODS
 
 #: ``params["layer"]`` of a gene-level result fitted on ``adata.X`` (on ``adata.raw.X`` with ``params["use_raw"]``).
 MAIN_MATRIX = "X"

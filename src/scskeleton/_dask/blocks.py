@@ -8,7 +8,6 @@ import dask
 import dask.array as da
 import numpy as np
 from dask import delayed
-
 from scipy import sparse
 
 from .._core.trees.assign import soft_assignment
@@ -39,16 +38,18 @@ def tree_sum(parts: Sequence) -> delayed:
     if not parts:
         raise ValueError("Nothing to add: the array has no chunks.")
     while len(parts) > 1:
-        paired = [delayed(_add)(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        paired = [delayed(add_parts)(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
         if len(parts) % 2:
             paired.append(parts[-1])
         parts = paired
     return parts[0]
 
 
-def _add(first, second):
+def add_parts(first, second):
+    """``first + second``, tuples (of arrays, numbers or tuples) added element by element: how
+    :func:`tree_sum` adds two blocks' results."""
     if isinstance(first, tuple):
-        return tuple(_add(a, b) for a, b in zip(first, second))
+        return tuple(add_parts(a, b) for a, b in zip(first, second))
     return first + second
 
 
@@ -60,6 +61,27 @@ def block_sum(function: Callable, arrays: Sequence[da.Array], *args):
     """
     blocks = [list(array.to_delayed().ravel()) for array in arrays]
     return tree_sum([delayed(function)(*row, *args) for row in zip(*blocks)]).compute()
+
+
+def float_block(block) -> np.ndarray:
+    """A chunk of the data as a float64 numpy array, as every block function reads it."""
+    return np.asarray(block, dtype=float)
+
+
+def finite_column_sums(array: da.Array) -> np.ndarray:
+    """Each column's sum over the cells of ``array``, in one pass, which also checks that every value is
+    finite (a ValueError counting those that are not)."""
+    column_sum, non_finite = block_sum(_column_sums, [array])
+    if non_finite:
+        raise ValueError(
+            f"The data contain {int(non_finite)} NaN or infinite values; remove or impute them before fitting."
+        )
+    return column_sum
+
+
+def _column_sums(block) -> tuple[np.ndarray, int]:
+    block = float_block(block)
+    return block.sum(axis=0), int(np.count_nonzero(~np.isfinite(block)))
 
 
 def from_blocks(blocks: Sequence, sizes: Sequence[int], width: int) -> da.Array:

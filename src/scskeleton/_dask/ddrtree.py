@@ -40,24 +40,33 @@ from .._core.graphs import laplacian, minimum_spanning_tree
 from .._core.trees.assign import kmeans, soft_assignment
 from .._core.trees.ddrtree import (
     CENTROID_CELLS,
-    MAX_CENTERS,
     DDRTreeResult,
     ProjectionStep,
     assignment_sums,
     check_settings,
-    default_n_components,
     default_sigma,
-    has_converged,
     latent_sums_from_assignment,
     objective_value,
+    record_iteration,
     solve_centers,
     solve_projection,
     update_latent,
 )
+from .._core.trees.defaults import MAX_CENTERS, default_n_components
 from .._core.trees.gaps import bridging_edges
 from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
 from .._core.validation import check_cells_differ
-from .blocks import block_sum, from_blocks, judged_rows, lazy_assignment, persist, rechunk_rows, tree_sum
+from .blocks import (
+    block_sum,
+    finite_column_sums,
+    float_block,
+    from_blocks,
+    judged_rows,
+    lazy_assignment,
+    persist,
+    rechunk_rows,
+    tree_sum,
+)
 
 #: Pruning and the gap test see at most this many cells (a uniform sample beyond).
 JUDGED_CELLS = 200_000
@@ -100,12 +109,7 @@ def ddrtree_chunked(
     n_cells = data.shape[0]
     sizes = data.chunks[0]
 
-    column_sum, non_finite = block_sum(_column_sums, [data])
-    if non_finite:
-        raise ValueError(
-            f"The data contain {int(non_finite)} NaN or infinite values; remove or impute them before fitting."
-        )
-    mean = column_sum / n_cells
+    mean = finite_column_sums(data) / n_cells
     gram = block_sum(_centred_gram, [data], mean)  # YᵀY of the centred Y
     data_norm2 = float(np.trace(gram))
     # identical cells leave only the round-off of the chunked mean, (1e-16 · |mean|)² per cell
@@ -148,10 +152,7 @@ def ddrtree_chunked(
             projection, centers, sums, latent_part,
             data_norm2=data_norm2, gram=gram, graph_laplacian=graph_laplacian, sigma=sigma, gamma=gamma, lam=lam,
         )
-        objective.append(value)
-        if callback is not None:
-            callback(iteration, value)
-        if iteration > 1 and has_converged(objective, settings.tol):
+        if record_iteration(objective, value, iteration, callback, settings.tol):
             converged = True
             break
     # the last Z of eq. (33) and the cells' own coordinates YW, which place them on the tree as in
@@ -192,38 +193,29 @@ def ddrtree_chunked(
 # Block functions: numpy in, numpy out, run on the workers.
 
 
-def _as_float(block) -> np.ndarray:
-    return np.asarray(block, dtype=float)
-
-
-def _column_sums(block) -> tuple[np.ndarray, int]:
-    block = _as_float(block)
-    return block.sum(axis=0), int(np.count_nonzero(~np.isfinite(block)))
-
-
 def _centred_gram(block, mean: np.ndarray) -> np.ndarray:
-    centred = _as_float(block) - mean
+    centred = float_block(block) - mean
     return centred.T @ centred
 
 
 def _project(block, mean: np.ndarray, projection: np.ndarray) -> np.ndarray:
-    return (_as_float(block) - mean) @ projection
+    return (float_block(block) - mean) @ projection
 
 
 def _assignment_block(block, latent: np.ndarray, mean: np.ndarray, centers: np.ndarray, sigma: float):
     assignment = soft_assignment(latent, centers, sigma)
-    return assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
+    return assignment_sums(assignment.matrix, float_block(block) - mean, assignment.neg_entropy)
 
 
 def _cells_and_latent(block, latent, mean, centers, sigma, projection, latent_rhs, gamma):
     """YW and Z = (YW + RΨ)/(1 + gamma) (eq. 33), with R (eq. 32) recomputed from the previous Z and C."""
     resp = soft_assignment(latent, centers, sigma).matrix
     step = ProjectionStep(projection=projection, latent_rhs=latent_rhs, smoothing_factor=())
-    return update_latent(_as_float(block) - mean, resp, step, gamma=gamma)
+    return update_latent(float_block(block) - mean, resp, step, gamma=gamma)
 
 
 def _advance_and_assign(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma, centers):
     """The new Z of :func:`_cells_and_latent`, then its assignment sums to the current centers."""
     new_latent = _cells_and_latent(block, latent, mean, old_centers, sigma, projection, latent_rhs, gamma)[1]
     assignment = soft_assignment(new_latent, centers, sigma)
-    return new_latent, assignment_sums(assignment.matrix, _as_float(block) - mean, assignment.neg_entropy)
+    return new_latent, assignment_sums(assignment.matrix, float_block(block) - mean, assignment.neg_entropy)

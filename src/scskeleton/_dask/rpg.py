@@ -15,17 +15,15 @@ from collections.abc import Callable
 
 import dask.array as da
 import numpy as np
-from .._core.graphs import minimum_spanning_tree
+
 from .._core.trees.assign import kmeans, soft_assignment
-from .._core.trees.gaps import bridging_edges
-from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS, prune_tree
-from .._core.trees.rpg import (
-    RPGResult, _L1Program, assignment_sums, check_settings, default_sigma, descend, iterate,
-)
-from .._core.trees.skeleton import adjacent_cells, gap_profiles, kept_edges, l1_skeleton, prune_skeleton, shared_mass
+from .._core.trees.l1_program import L1Program
+from .._core.trees.pruning import MIN_EXTENSION, MIN_MASS
+from .._core.trees.rpg import RPGResult, assignment_sums, check_settings, default_sigma, descend, finish_graph, iterate
+from .._core.trees.skeleton import adjacent_cells, gap_profiles, shared_mass
 from .._core.validation import check_cells_differ, check_positive
-from .blocks import block_sum, gather_rows, judged_rows, lazy_assignment, rechunk_rows
-from .ddrtree import JUDGED_CELLS, _as_float, _column_sums
+from .blocks import block_sum, finite_column_sums, float_block, gather_rows, judged_rows, lazy_assignment, rechunk_rows
+from .ddrtree import JUDGED_CELLS
 
 
 def rpg_chunked(
@@ -57,11 +55,7 @@ def rpg_chunked(
         min_branch_fraction=min_branch_fraction,
     )
     n_points = data.shape[0]
-    _, non_finite = block_sum(_column_sums, [data])
-    if non_finite:
-        raise ValueError(
-            f"The data contain {int(non_finite)} NaN or infinite values; remove or impute them before fitting."
-        )
+    finite_column_sums(data)  # a ValueError on NaN or infinite values, before any fit
     if settings.n_nodes == n_points:
         landmarks = gather_rows(data, None)
     else:
@@ -72,7 +66,7 @@ def rpg_chunked(
         "sigma", sigma, role="bandwidth of the soft assignment, eq. 18"
     )
     centers = landmarks.copy()
-    program = _L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
+    program = L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
     data_norm2 = float(block_sum(_squared_norm, [data]))
 
     def step(start):
@@ -83,81 +77,37 @@ def rpg_chunked(
         centers, step, maxiter=settings.maxiter, tol=settings.tol, over_relax=over_relax, callback=callback
     )
     # P of the last step belongs to the centers that step started from
-    centers, adjacency, assigned = descent.centers, descent.adjacency, descent.assigned
-
-    n_pruned = 0
-    lp_adjacency = None
-    gap_edges = np.empty((0, 2), dtype=np.intp)
-    candidates = program.edges if program is not None else np.empty((0, 2), dtype=np.intp)
-    if program is not None:
-        lp_adjacency = adjacency
-        mass, shared = block_sum(_shared_mass_block, [data], assigned, sigma, program.edges)
-        adjacent = block_sum(_adjacent_block, [data], centers, program.edges)
-        profiles = block_sum(_gap_profile_block, [data], centers, program.edges)
-        judged = judged_rows(data, JUDGED_CELLS, settings.random_state)
-        adjacency = l1_skeleton(
-            centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction,
-            adjacent=adjacent, profiles=profiles, points=judged,
-        )
-        if prune:
-            keep, adjacency, n_pruned = prune_skeleton(
-                judged, centers, adjacency,
-                min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
-            )
-            if n_pruned:
-                centers, landmarks, lp_adjacency = centers[keep], landmarks[keep], lp_adjacency[keep][:, keep]
-                candidates = kept_edges(candidates, keep)
-                assigned = centers
-    else:
-        judged = judged_rows(data, JUDGED_CELLS, settings.random_state)
-        if prune:
-            adjacency = minimum_spanning_tree(centers)
-            pruned = prune_tree(
-                judged, centers, adjacency,
-                min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
-            )
-            n_pruned = pruned.removed_branches
-            if n_pruned:
-                centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
-                assigned = centers
-        gap_edges = bridging_edges(judged, centers, adjacency)
-    assignment = lazy_assignment(data, assigned, sigma)
-    return RPGResult(
-        centers=centers,
-        landmarks=landmarks,
-        adjacency=adjacency,
-        assignment=assignment,
-        objective=descent.objective,
-        n_iter=descent.n_passes,
-        converged=descent.converged,
-        sigma=sigma,
-        candidate_edges=candidates,
-        n_pruned=n_pruned,
-        gap_edges=gap_edges,
-        lp_adjacency=lp_adjacency,
+    return finish_graph(
+        judged_rows(data, JUDGED_CELLS, settings.random_state), descent, landmarks, program, settings, sigma,
+        prune=prune,
+        skeleton_sums=lambda edges: (*block_sum(_shared_mass_block, [data], descent.assigned, sigma, edges),
+                                     block_sum(_adjacent_block, [data], descent.centers, edges),
+                                     block_sum(_gap_profile_block, [data], descent.centers, edges)),
+        assignment=lazy_assignment(data, descent.assigned, sigma),
+        reassign=lambda nodes: lazy_assignment(data, nodes, sigma),
     )
 
 
 def _squared_norm(block) -> float:
-    return float(np.sum(_as_float(block) ** 2))
+    return float(np.sum(float_block(block) ** 2))
 
 
 def _assignment_block(block, centers: np.ndarray, sigma: float):
-    block = _as_float(block)
+    block = float_block(block)
     assignment = soft_assignment(block, centers, sigma)
     return assignment_sums(assignment.matrix, block, assignment.neg_entropy)
 
 
 def _adjacent_block(block, centers: np.ndarray, candidates: np.ndarray):
-    return adjacent_cells(_as_float(block), centers, candidates)
+    return adjacent_cells(float_block(block), centers, candidates)
 
 
 def _gap_profile_block(block, centers: np.ndarray, candidates: np.ndarray):
-    return gap_profiles(_as_float(block), centers, candidates)
+    return gap_profiles(float_block(block), centers, candidates)
 
 
 def _shared_mass_block(block, centers: np.ndarray, sigma: float, candidates: np.ndarray):
-    return shared_mass(soft_assignment(_as_float(block), centers, sigma).matrix, candidates)
+    return shared_mass(soft_assignment(float_block(block), centers, sigma).matrix, candidates)
 
 
 __all__ = ["rpg_chunked"]

@@ -4,7 +4,7 @@ The spline tests (:mod:`scskeleton._core.stats`) need from the expression only
 sums over cells (BᵀY and Σ y² by group of cells, and the cells off two reference
 values per gene) and, for the branches' registration, at most a few thousand
 rows. :class:`ChunkedExpression` gives them both from a dask array: the
-in-memory path's block function (:func:`~scskeleton._core.stats.splines.block_statistics`)
+in-memory path's block function (:func:`~scskeleton._core.stats.passes.block_statistics`)
 runs on each chunk where it lives, on the chunk's cells that the test uses
 (picked by position inside the chunk, never by indexing the dask array), and
 the small per-chunk sums are added by a balanced tree (:func:`.blocks.tree_sum`).
@@ -20,20 +20,20 @@ import numpy as np
 from dask import delayed
 from scipy import sparse
 
-from .._core.stats.splines import pick_block, row_slices
-from .blocks import _add, rows_whole, tree_sum
+from .._core.stats.passes import pick_block, row_slices
+from .blocks import add_parts, rows_whole, tree_sum
 
 
 class ChunkedExpression:
     """A dask cells × genes array (dense or scipy-sparse chunks) read by the gene tests chunk by chunk.
 
     Implements the chunked-matrix interface of
-    :func:`scskeleton._core.stats.splines.is_chunked`: ``shape``,
+    :func:`scskeleton._core.stats.passes.is_chunked`: ``shape``,
     ``take(rows, columns)`` and ``row_sum(function, rows, per_row, columns, *args)``.
     Chunks split across genes are merged (each task sees all the genes it
     needs of its cells), after keeping only the genes ``columns``, so that
     only their chunks are read; large chunks are summarised in pieces of at
-    most :data:`~scskeleton._core.stats.splines.CHUNK_ELEMENTS` values, as in memory.
+    most :data:`~scskeleton._core.stats.passes.CHUNK_ELEMENTS` values, as in memory.
     """
 
     def __init__(self, array: da.Array):
@@ -86,7 +86,7 @@ class ChunkedExpression:
         """Σ over the chunks holding some of ``rows`` (ascending) of ``function(block, *parts, *args)``.
 
         ``block`` is the chunk's cells among ``rows``, genes ``columns``, as
-        float64 (:func:`~scskeleton._core.stats.splines.pick_block`); ``parts``
+        float64 (:func:`~scskeleton._core.stats.passes.pick_block`); ``parts``
         the same cells' slices of each ``per_row`` array (aligned with
         ``rows``). ``function`` returns arrays (or a tuple of arrays) that add
         over cells; only they travel back, summed pairwise.
@@ -136,5 +136,5 @@ def _chunk_sum(block, local, parts: list, function: Callable, columns, *args):
         if rows.size and rows[-1] - rows[0] + 1 == rows.size:
             rows = slice(int(rows[0]), int(rows[-1]) + 1)
         result = function(pick_block(block, rows, columns), *(part[piece] for part in parts), *args)
-        total = result if total is None else _add(total, result)
+        total = result if total is None else add_parts(total, result)
     return total

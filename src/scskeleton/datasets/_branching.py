@@ -8,8 +8,10 @@ from anndata import AnnData
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
+from ._docs import dataset_doc
 
 
+@dataset_doc
 def branching(
     n_cells: int = 1000,
     *,
@@ -40,10 +42,7 @@ def branching(
     noise
         Standard deviation of the Gaussian noise per feature, relative to a
         branch length of 1.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it). The integer seed used is stored with the
-        generating parameters in ``uns``, so passing it back reproduces the data.
+    {random_state_stored}
 
     Returns
     -------
@@ -59,7 +58,7 @@ def branching(
     random_state = check_random_state(random_state)
     rng = np.random.default_rng(random_state)
 
-    starts, directions, start_times, names = _skeleton(n_leaves)
+    starts, directions, start_times, names = branch_skeleton(n_leaves)
     n_segments = len(names)
     segment = np.sort(rng.integers(n_segments, size=n_cells))
     position = rng.uniform(0.0, 1.0, size=n_cells)
@@ -94,8 +93,12 @@ def branching(
     )
 
 
-def _skeleton(n_leaves: int):
-    """Start point, direction (unit length) and start time of every branch, in the plane."""
+def branch_skeleton(n_leaves: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Start point, direction (unit length) and start time of every branch of :func:`branching`'s tree
+    with ``n_leaves`` tips, in the plane, and the branches' names (``"trunk"``, ``"branch_1"``, …).
+
+    Shared with ``datasets.toy_tree``, the same tree drawn in the plane without the bow and rotation.
+    """
     angle = np.deg2rad(50.0)
 
     def rotate(vector, theta):

@@ -8,8 +8,10 @@ from anndata import AnnData
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
+from ._docs import dataset_doc
 
 
+@dataset_doc
 def cell_cycle(
     n_cells: int = 1500,
     *,
@@ -50,10 +52,7 @@ def cell_cycle(
         from the other side), so the ring is denser on one side.
     dispersion
         Negative-binomial size r (> 0); smaller is noisier.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it). The integer seed used is stored with the
-        generating parameters in ``uns``, so passing it back reproduces the data.
+    {random_state_stored}
 
     Returns
     -------

@@ -8,8 +8,10 @@ from anndata import AnnData
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
+from ._docs import dataset_doc
 
 
+@dataset_doc
 def dla_tree(
     n_cells: int = 2000,
     *,
@@ -61,10 +63,7 @@ def dla_tree(
         below about 2 the kNN graph breaks the walks into pieces.
         PHATE's own generator uses about 7 in these units, in 100
         dimensions.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it). The integer seed used is stored with the
-        generating parameters in ``uns``, so passing it back reproduces the data.
+    {random_state_stored}
 
     Returns
     -------

@@ -9,12 +9,14 @@ from anndata import AnnData
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
 from ._branching import branching
+from ._docs import dataset_doc
 
 #: Pseudotime of the fork in ``datasets.branching`` (the trunk has unit length).
 FORK = 1.0
 PATTERNS = ("branch", "trend", "null")
 
 
+@dataset_doc
 def branching_expression(
     n_cells: int = 1000,
     n_genes: int = 200,
@@ -55,10 +57,7 @@ def branching_expression(
         How many genes follow the branch-dependent and the shared pattern.
     noise
         Standard deviation of the Gaussian noise on every value.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it). The integer seed used is stored with the
-        generating parameters in ``uns``, so passing it back reproduces the data.
+    {random_state_stored}
 
     Returns
     -------

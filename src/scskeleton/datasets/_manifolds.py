@@ -10,13 +10,14 @@ intrinsic (unrolled, isometric) coordinates in ``obs["true_u"]`` and
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from anndata import AnnData
 
 from .._core.validation import check_positive
-from ._shapes import _start
+from ._docs import dataset_doc
+from ._points import checked_points, points_adata
 
 
+@dataset_doc
 def swiss_roll(
     n_cells: int = 200,
     *,
@@ -39,30 +40,25 @@ def swiss_roll(
     height
         Extent of the roll along its axis. Default 15, about the roll's outer
         radius, so that it is a sheet rather than a ribbon.
-    noise
-        Standard deviation of isotropic Gaussian noise. Default 0: the exact
-        manifold.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {noise_manifold}
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 3 (features ``"x"``, ``"y"``, ``"z"``), the points
-    in ``X`` (float32) and ``obsm["X_pca"]`` (float64), the unrolled
-    coordinates (``true_u``, ``true_v``) in ``obsm["X_true"]``, ``obs["true_u"]``, ``obs["true_v"]``,
-    ``obs["true_t"]`` and ``uns["shape"]`` = ``"swiss_roll"``.
+    {returns_manifold}
+    ``obs["true_u"]``, ``obs["true_v"]``, ``obs["true_t"]`` and ``uns["shape"]`` = ``"swiss_roll"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     height = check_positive("height", height, role="extent of the roll along its axis")
     angle = rng.uniform(1.5 * np.pi, 4.5 * np.pi, n_cells)
     level = rng.uniform(0.0, height, n_cells)
     points = np.column_stack([angle * np.cos(angle), level, angle * np.sin(angle)])
     arc = _spiral_arc_length(angle) - _spiral_arc_length(1.5 * np.pi)
     truth = {"true_u": arc, "true_v": level, "true_t": angle}
-    return _wrap(points + noise * rng.standard_normal(points.shape), truth, "swiss_roll")
+    return _manifold(points + noise * rng.standard_normal(points.shape), truth, "swiss_roll")
 
 
+@dataset_doc
 def sine_surface(
     n_cells: int = 200,
     *,
@@ -87,21 +83,15 @@ def sine_surface(
         Height of the sine waves (≥ 0; 0 gives a flat rectangle). Default 2.
     width
         Extent along the flat direction y. Default 6.
-    noise
-        Standard deviation of isotropic Gaussian noise. Default 0: the exact
-        manifold.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {noise_manifold}
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 3 (features ``"x"``, ``"y"``, ``"z"``), the points
-    in ``X`` (float32) and ``obsm["X_pca"]`` (float64), the unrolled
-    coordinates (``true_u``, ``true_v``) in ``obsm["X_true"]``, ``obs["true_u"]``, ``obs["true_v"]`` and
-    ``uns["shape"]`` = ``"sine_surface"``.
+    {returns_manifold}
+    ``obs["true_u"]``, ``obs["true_v"]`` and ``uns["shape"]`` = ``"sine_surface"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     n_periods = check_positive("n_periods", n_periods, role="number of sine periods")
     amplitude = check_positive("amplitude", amplitude, role="height of the sine waves", allow_zero=True)
     width = check_positive("width", width, role="extent along the flat direction")
@@ -109,7 +99,7 @@ def sine_surface(
     y = rng.uniform(0.0, width, n_cells)
     points = np.column_stack([x, y, amplitude * np.sin(x)])
     truth = {"true_u": _sine_arc_length(x, amplitude), "true_v": y}
-    return _wrap(points + noise * rng.standard_normal(points.shape), truth, "sine_surface")
+    return _manifold(points + noise * rng.standard_normal(points.shape), truth, "sine_surface")
 
 
 def _spiral_arc_length(angle):
@@ -125,10 +115,10 @@ def _sine_arc_length(x: np.ndarray, amplitude: float) -> np.ndarray:
     return np.interp(x, grid, cumulative)
 
 
-def _wrap(points: np.ndarray, truth: dict, name: str) -> AnnData:
-    obs = pd.DataFrame(truth, index=[f"cell_{i}" for i in range(points.shape[0])])
-    adata = AnnData(X=points.astype(np.float32), obs=obs, var=pd.DataFrame(index=["x", "y", "z"]))
-    adata.obsm["X_pca"] = points.astype(np.float64)
+def _manifold(points: np.ndarray, truth: dict, name: str) -> AnnData:
+    """The 3-D ``points`` as AnnData (:func:`points_adata`), the unrolled coordinates in ``obsm["X_true"]``
+    and the name in ``uns["shape"]``."""
+    adata = points_adata(points, truth, ["x", "y", "z"])
     adata.obsm["X_true"] = np.column_stack([truth["true_u"], truth["true_v"]]).astype(np.float64)
     adata.uns["shape"] = name
     return adata

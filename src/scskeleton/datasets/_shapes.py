@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 from anndata import AnnData
 
-from .._anndata.inputs import check_random_state
-from .._core.validation import check_integer, check_positive
+from ._branching import branch_skeleton
+from ._docs import dataset_doc
+from ._points import checked_points, points_adata
 
 
+@dataset_doc
 def circle(
     n_cells: int = 100, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
@@ -27,23 +29,21 @@ def circle(
     noise
         Standard deviation of the Gaussian noise added to each coordinate.
         Default 0.05: a thin ring around an empty centre.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
-    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
-    default ``use_rep``), ``obs["true_angle"]`` (in [0, 2π)) and ``uns["shape"]`` =
+    {returns_shape}
+    ``obs["true_angle"]`` (in [0, 2π)) and ``uns["shape"]`` =
     ``"circle"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     angle = rng.uniform(0, 2 * np.pi, n_cells)
     points = np.column_stack([np.cos(angle), np.sin(angle)])
-    return _wrap(points + noise * rng.standard_normal(points.shape), {"true_angle": angle}, "circle")
+    return _shape(points + noise * rng.standard_normal(points.shape), {"true_angle": angle}, "circle")
 
 
+@dataset_doc
 def moons(
     n_cells: int = 200, *, noise: float = 0.03, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
@@ -56,18 +56,15 @@ def moons(
     noise
         Standard deviation of the Gaussian noise added to each coordinate.
         Default 0.03: the moons stay well apart.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
-    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
-    default ``use_rep``), ``obs["true_component"]`` (categorical, ``"0"`` or ``"1"``),
+    {returns_shape}
+    ``obs["true_component"]`` (categorical, ``"0"`` or ``"1"``),
     ``obs["true_angle"]`` (in [0, π]) and ``uns["shape"]`` = ``"moons"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     label = np.arange(n_cells) % 2
     angle = rng.uniform(0, np.pi, n_cells)
     points = np.where(
@@ -76,9 +73,10 @@ def moons(
         np.column_stack([1 - np.cos(angle), 0.5 - np.sin(angle)]),
     )
     points = points + noise * rng.standard_normal(points.shape)
-    return _wrap(points, {"true_component": pd.Categorical(label.astype(str)), "true_angle": angle}, "moons")
+    return _shape(points, {"true_component": pd.Categorical(label.astype(str)), "true_angle": angle}, "moons")
 
 
+@dataset_doc
 def three_clusters(
     n_cells: int = 300, *, noise: float = 0.08, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
@@ -92,18 +90,15 @@ def three_clusters(
     noise
         Standard deviation of the Gaussian noise added to each coordinate.
         Default 0.08: compact clusters, well apart.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
-    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
-    default ``use_rep``), ``obs["true_component"]`` (categorical, ``"0"``–``"2"``) and
+    {returns_shape}
+    ``obs["true_component"]`` (categorical, ``"0"``–``"2"``) and
     ``uns["shape"]`` = ``"three_clusters"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     centers = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 0.9]])
     label = np.arange(n_cells) % 3
     points = centers[label] + noise * rng.standard_normal((n_cells, 2))
@@ -111,9 +106,10 @@ def three_clusters(
     stray = rng.choice(n_cells, size=bridges, replace=False)
     mix = rng.uniform(0.35, 0.65, size=bridges)
     points[stray] = mix[:, None] * centers[label[stray]] + (1 - mix[:, None]) * centers[(label[stray] + 1) % 3]
-    return _wrap(points, {"true_component": pd.Categorical(label.astype(str))}, "three_clusters")
+    return _shape(points, {"true_component": pd.Categorical(label.astype(str))}, "three_clusters")
 
 
+@dataset_doc
 def distorted_s(
     n_cells: int = 100, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
@@ -129,25 +125,23 @@ def distorted_s(
     noise
         Standard deviation of the Gaussian noise added to each coordinate.
         Default 0.05: the curve stays a thin band.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
-    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
-    default ``use_rep``), ``obs["true_position"]`` (from 0 to 1 along the curve) and
+    {returns_shape}
+    ``obs["true_position"]`` (from 0 to 1 along the curve) and
     ``uns["shape"]`` = ``"distorted_s"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     t = np.sort(rng.uniform(0, 1, n_cells))
     angle = 3 * np.pi * (t - 0.5)
     points = np.column_stack([np.sin(angle), np.sign(angle) * (np.cos(angle) - 1)])
     points = points + noise * (0.5 + t[:, None]) * rng.standard_normal(points.shape)
-    return _wrap(points, {"true_position": t}, "distorted_s")
+    return _shape(points, {"true_position": t}, "distorted_s")
 
 
+@dataset_doc
 def spiral(
     n_cells: int = 200, *, noise: float = 0.03, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
@@ -160,25 +154,23 @@ def spiral(
     noise
         Standard deviation of the Gaussian noise added to each coordinate.
         Default 0.03: the turns stay apart.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
-    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
-    default ``use_rep``), ``obs["true_position"]`` (from 0 at the centre to 1 at the
+    {returns_shape}
+    ``obs["true_position"]`` (from 0 at the centre to 1 at the
     outer end) and ``uns["shape"]`` = ``"spiral"``.
     """
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
     t = np.sort(rng.uniform(0, 1, n_cells))
     angle = 4 * np.pi * t + np.pi / 2
     radius = 0.2 + 0.8 * t
     points = radius[:, None] * np.column_stack([np.cos(angle), np.sin(angle)])
-    return _wrap(points + noise * rng.standard_normal(points.shape), {"true_position": t}, "spiral")
+    return _shape(points + noise * rng.standard_normal(points.shape), {"true_position": t}, "spiral")
 
 
+@dataset_doc
 def toy_tree(
     n_cells: int = 300, *, noise: float = 0.05, random_state: int | np.random.Generator | None = 0
 ) -> AnnData:
@@ -196,21 +188,16 @@ def toy_tree(
     noise
         Standard deviation of the Gaussian noise added to each coordinate.
         Default 0.05: the branches stay thin against their unit length.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
-    AnnData of ``n_cells`` × 2 (features ``"x"``, ``"y"``), the points in ``X``
-    (float32) and in ``obsm["X_pca"]`` (float64, so the learners run on them with their
-    default ``use_rep``), ``obs["true_pseudotime"]`` (distance from the root along the
+    {returns_shape}
+    ``obs["true_pseudotime"]`` (distance from the root along the
     tree), ``obs["true_branch"]`` (categorical) and ``uns["shape"]`` = ``"toy_tree"``.
     """
-    from ._branching import _skeleton
-
-    rng, n_cells, noise = _start(n_cells, noise, random_state)
-    starts, directions, start_times, names = _skeleton(3)
+    rng, n_cells, noise = checked_points(n_cells, noise, random_state)
+    starts, directions, start_times, names = branch_skeleton(3)
     segment = np.sort(rng.integers(len(names), size=n_cells))
     position = rng.uniform(0.0, 1.0, n_cells)
     points = starts[segment] + position[:, None] * directions[segment]
@@ -218,19 +205,11 @@ def toy_tree(
         "true_pseudotime": start_times[segment] + position,
         "true_branch": pd.Categorical.from_codes(segment, categories=names),
     }
-    return _wrap(points + noise * rng.standard_normal(points.shape), truth, "toy_tree")
+    return _shape(points + noise * rng.standard_normal(points.shape), truth, "toy_tree")
 
 
-def _start(n_cells, noise, random_state):
-    n_cells = check_integer("n_cells", n_cells, low=3)
-    noise = check_positive("noise", noise, allow_zero=True)
-    random_state = check_random_state(random_state)
-    return np.random.default_rng(random_state), n_cells, noise
-
-
-def _wrap(points: np.ndarray, truth: dict, name: str) -> AnnData:
-    obs = pd.DataFrame(truth, index=[f"cell_{i}" for i in range(points.shape[0])])
-    adata = AnnData(X=points.astype(np.float32), obs=obs, var=pd.DataFrame(index=["x", "y"]))
-    adata.obsm["X_pca"] = points.astype(np.float64)
+def _shape(points: np.ndarray, truth: dict, name: str) -> AnnData:
+    """The 2-D ``points`` as AnnData (:func:`points_adata`), named ``uns["shape"] = name``."""
+    adata = points_adata(points, truth, ["x", "y"])
     adata.uns["shape"] = name
     return adata

@@ -8,20 +8,17 @@ docstring, not taken from either project.
 
 from __future__ import annotations
 
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from anndata import AnnData
-from scipy import sparse
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
+from ._counts import default_threads, draw_counts
+from ._latent_tree import LENGTH_RANGE, branch_path, grow_tree
 
-#: Branch lengths are drawn uniformly in this range (units of pseudotime).
-LENGTH_RANGE = (0.6, 1.4)
 #: Share of the cells every branch holds at least (``density="uneven"``),
 #: lowered to ``MAX_FLOOR_TOTAL / n_branches`` when there are many branches.
 WEIGHT_FLOOR = 0.04
@@ -39,12 +36,6 @@ OUTLIER_PROB, OUTLIER_LOC, OUTLIER_SCALE = 0.02, 3.0, 0.5
 MIN_LFC = 0.25
 #: Extra share of genes that mark the separate lineage, and their |offset| scale.
 LINEAGE_FRACTION, LINEAGE_LFC = 0.15, 1.5
-#: Counts whose variance exceeds this are drawn with numpy's gamma–Poisson sampler,
-#: the others (the vast majority) by inverting the CDF.
-_INVERSION_MAX_VARIANCE = 50.0
-_INVERSION_MAX_COUNT = 5_000
-#: Cells × genes per generation block (memory stays O(block), never N × G).
-_BLOCK_ELEMENTS = 1_000_000
 DENSITIES = ("uneven", "uniform")
 PROGRAMS = ("branch", "transient", "lineage", "constant")
 
@@ -227,6 +218,60 @@ def simulate_trajectory(
     ``fates``, ``root``, ``n_fates``, ``n_branch_points``, ``cycle_from``,
     ``cycle_to`` (``""`` without a cycle)) and the generating parameters.
     """
+    settings = _checked(
+        n_cells, n_fates=n_fates, n_genes=n_genes, cycle=cycle, disconnected=disconnected, density=density,
+        library_size=library_size, library_sd=library_sd, dispersion=dispersion, dropout=dropout,
+        de_fraction=de_fraction, de_lfc_sd=de_lfc_sd, transient_fraction=transient_fraction,
+        random_state=random_state, n_jobs=n_jobs,
+    )
+    # one generator for every step, in this order: the tree, the cells, the genes, the counts
+    rng = np.random.default_rng(settings.random_state)
+    tree = grow_tree(rng, settings.n_fates, settings.cycle, settings.disconnected)
+    cells = _draw_cells(rng, tree, settings)
+    base_mean, programs = _draw_genes(rng, tree, settings)
+    counts = draw_counts(rng, programs, cells["branch"], cells["position"], cells["library"], settings.dispersion,
+                         settings.dropout, settings.n_genes, settings.n_jobs)
+    adata = AnnData(X=counts, obs=_cell_truth(tree, cells, settings),
+                    var=_gene_table(tree, programs, base_mean, settings),
+                    uns={"simulate_trajectory": _record(tree, cells, settings)})
+    adata.layers["counts"] = counts.copy()
+    adata.varm["true_lfc"] = programs["lfc_table"].astype(np.float32)
+    adata.varm["true_transient"] = programs["bump_table"].astype(np.float32)
+    return adata
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The checked parameters of :func:`simulate_trajectory`, and the smallest share of the cells a branch gets."""
+
+    n_cells: int
+    n_fates: int
+    n_genes: int
+    cycle: bool
+    disconnected: bool
+    density: str
+    library_size: float
+    library_sd: float
+    dispersion: float
+    dropout: float
+    de_fraction: float
+    de_lfc_sd: float
+    transient_fraction: float
+    random_state: int
+    n_jobs: int
+    floor: float
+
+    def params(self) -> dict:
+        """The generating parameters as ``uns["simulate_trajectory"]["params"]`` stores them."""
+        return {name: getattr(self, name) for name in (
+            "n_cells", "n_genes", "cycle", "disconnected", "density", "library_size", "library_sd", "dispersion",
+            "dropout", "de_fraction", "de_lfc_sd", "transient_fraction", "random_state")}
+
+
+def _checked(n_cells, *, n_fates, n_genes, cycle, disconnected, density, library_size, library_sd, dispersion,
+             dropout, de_fraction, de_lfc_sd, transient_fraction, random_state, n_jobs) -> _Settings:
+    """Every parameter checked, in the order of the signature but ``n_cells`` last: how many cells are
+    enough depends on the number of branches."""
     n_fates = check_integer("n_fates", n_fates, low=1, high=8, role="number of leaves of the tree")
     n_genes = check_integer("n_genes", n_genes, low=20)
     if not isinstance(cycle, (bool, np.bool_)):
@@ -249,7 +294,7 @@ def simulate_trajectory(
     if transient_fraction > 1.0:
         raise ValueError(f"transient_fraction must be in [0, 1]; got {transient_fraction!r}.")
     random_state = check_random_state(random_state)
-    n_jobs = _threads() if n_jobs is None or n_jobs == -1 else check_integer("n_jobs", n_jobs, low=1)
+    n_jobs = default_threads() if n_jobs is None or n_jobs == -1 else check_integer("n_jobs", n_jobs, low=1)
 
     n_branches = 2 * n_fates - 1 + int(cycle) + int(disconnected)
     if density == "uneven":
@@ -261,56 +306,81 @@ def simulate_trajectory(
         "n_cells", n_cells, low=fewest,
         role=f"at least {MIN_CELLS_PER_BRANCH} cells on each of the {n_branches} branches",
     )
+    return _Settings(n_cells=n_cells, n_fates=n_fates, n_genes=n_genes, cycle=bool(cycle),
+                     disconnected=bool(disconnected), density=density, library_size=library_size,
+                     library_sd=library_sd, dispersion=dispersion, dropout=dropout, de_fraction=de_fraction,
+                     de_lfc_sd=de_lfc_sd, transient_fraction=transient_fraction, random_state=random_state,
+                     n_jobs=n_jobs, floor=floor)
 
-    rng = np.random.default_rng(random_state)
-    tree = _grow_tree(rng, n_fates, cycle, disconnected)
+
+def _draw_cells(rng, tree: dict, settings: _Settings) -> dict:
+    """The cells: how many on each branch (``per_branch``), each cell's ``branch``, its ``position`` along
+    it (0 to 1), the ``fate`` it heads to and its ``library`` size."""
     n_branches = len(tree["names"])
-
-    # Cells: how many on each branch, where along it, and which fate they head to.
-    if density == "uneven":
-        share = floor + (1.0 - n_branches * floor) * rng.dirichlet(np.full(n_branches, WEIGHT_CONCENTRATION))
+    if settings.density == "uneven":
+        weight = rng.dirichlet(np.full(n_branches, WEIGHT_CONCENTRATION))
+        share = settings.floor + (1.0 - n_branches * settings.floor) * weight
     else:
         share = tree["length"] / tree["length"].sum()
-    per_branch = _allocate(n_cells, share)
-    branch_of_cell = np.repeat(np.arange(n_branches), per_branch)
-    position = _positions(rng, tree, per_branch, density)
+    per_branch = _allocate(settings.n_cells, share)
+    branch = np.repeat(np.arange(n_branches), per_branch)
+    position = _positions(rng, tree, per_branch, settings.density)
     fate = _fates(rng, tree, per_branch)
-    library = library_size * np.exp(library_sd * rng.standard_normal(n_cells))
+    library = settings.library_size * np.exp(settings.library_sd * rng.standard_normal(settings.n_cells))
+    return {"per_branch": per_branch, "branch": branch, "position": position, "fate": fate, "library": library}
 
-    # Genes: base means, then the programs of every branch.
-    base_mean = rng.gamma(MEAN_SHAPE, 1.0 / MEAN_RATE, size=n_genes)
-    outlier = rng.random(n_genes) < OUTLIER_PROB
+
+def _draw_genes(rng, tree: dict, settings: _Settings) -> tuple[np.ndarray, dict]:
+    """The genes' base means (a few high outliers among them) and the programs of every branch."""
+    base_mean = rng.gamma(MEAN_SHAPE, 1.0 / MEAN_RATE, size=settings.n_genes)
+    outlier = rng.random(settings.n_genes) < OUTLIER_PROB
     base_mean[outlier] *= np.exp(OUTLIER_LOC + OUTLIER_SCALE * rng.standard_normal(outlier.sum()))
-    programs = _programs(rng, tree, np.log(base_mean), de_fraction, de_lfc_sd, transient_fraction)
+    programs = _programs(rng, tree, np.log(base_mean), settings.de_fraction, settings.de_lfc_sd,
+                         settings.transient_fraction)
+    return base_mean, programs
 
-    counts = _counts(rng, programs, branch_of_cell, position, library, dispersion, dropout, n_genes, n_jobs)
 
-    pseudotime = tree["start_time"][branch_of_cell] + position * tree["length"][branch_of_cell]
-    lineage_names = ["lineage_1", "lineage_2"] if disconnected else ["lineage_1"]
-    obs = pd.DataFrame(
+def _lineage_names(settings: _Settings) -> list[str]:
+    return ["lineage_1", "lineage_2"] if settings.disconnected else ["lineage_1"]
+
+
+def _cell_truth(tree: dict, cells: dict, settings: _Settings) -> pd.DataFrame:
+    """``obs``: each cell's true pseudotime, branch, fate and lineage, and its library size."""
+    branch = cells["branch"]
+    return pd.DataFrame(
         {
-            "true_pseudotime": pseudotime,
-            "true_branch": pd.Categorical.from_codes(branch_of_cell, categories=tree["names"]),
-            "true_fate": pd.Categorical.from_codes(fate, categories=tree["fates"]),
-            "true_lineage": pd.Categorical.from_codes(tree["lineage"][branch_of_cell], categories=lineage_names),
-            "library_size": library,
+            "true_pseudotime": tree["start_time"][branch] + cells["position"] * tree["length"][branch],
+            "true_branch": pd.Categorical.from_codes(branch, categories=tree["names"]),
+            "true_fate": pd.Categorical.from_codes(cells["fate"], categories=tree["fates"]),
+            "true_lineage": pd.Categorical.from_codes(tree["lineage"][branch], categories=_lineage_names(settings)),
+            "library_size": cells["library"],
         },
-        index=[f"cell_{i}" for i in range(n_cells)],
+        index=[f"cell_{i}" for i in range(settings.n_cells)],
     )
+
+
+def _gene_table(tree: dict, programs: dict, base_mean: np.ndarray, settings: _Settings) -> pd.DataFrame:
+    """``var``: each gene's true program, the first branch where it changes, its base mean and (with a
+    separate lineage) that lineage's shift."""
     program, first_branch = _gene_truth(tree, programs)
-    categories = list(PROGRAMS) if disconnected else [p for p in PROGRAMS if p != "lineage"]
+    categories = list(PROGRAMS) if settings.disconnected else [p for p in PROGRAMS if p != "lineage"]
     var = pd.DataFrame(
         {
             "true_program": pd.Categorical(program, categories=categories),
             "true_branch": first_branch,
             "true_base_mean": base_mean,
         },
-        index=[f"gene_{j}" for j in range(n_genes)],
+        index=[f"gene_{j}" for j in range(settings.n_genes)],
     )
-    if disconnected:
+    if settings.disconnected:
         var["true_lineage_shift"] = programs["lineage_shift"]
+    return var
+
+
+def _record(tree: dict, cells: dict, settings: _Settings) -> dict:
+    """``uns["simulate_trajectory"]``: the tree, its cells per branch, and the generating parameters."""
     node_kind = tree["node_kind"]
-    uns = {
+    return {
         "branches": np.array(tree["names"]),
         "branch_parent": tree["parent"],
         "branch_length": tree["length"],
@@ -318,133 +388,18 @@ def simulate_trajectory(
         "branch_start_node": np.array(tree["nodes"])[tree["start"]],
         "branch_end_node": np.array(tree["nodes"])[tree["end"]],
         "branch_kind": np.array(tree["kind"]),
-        "branch_lineage": np.array(lineage_names)[tree["lineage"]],
-        "branch_n_cells": per_branch,
+        "branch_lineage": np.array(_lineage_names(settings))[tree["lineage"]],
+        "branch_n_cells": cells["per_branch"],
         "nodes": np.array(tree["nodes"]),
         "node_kind": np.array(node_kind),
         "fates": np.array(tree["fates"]),
         "root": "root",
-        "n_fates": n_fates,
+        "n_fates": settings.n_fates,
         "n_branch_points": int(sum(kind == "fork" for kind in node_kind)),
         "cycle_from": tree["cycle_from"],
         "cycle_to": tree["cycle_to"],
-        "params": {
-            "n_cells": n_cells,
-            "n_genes": n_genes,
-            "cycle": bool(cycle),
-            "disconnected": bool(disconnected),
-            "density": density,
-            "library_size": library_size,
-            "library_sd": library_sd,
-            "dispersion": dispersion,
-            "dropout": dropout,
-            "de_fraction": de_fraction,
-            "de_lfc_sd": de_lfc_sd,
-            "transient_fraction": transient_fraction,
-            "random_state": random_state,
-        },
+        "params": settings.params(),
     }
-    adata = AnnData(X=counts, obs=obs, var=var, uns={"simulate_trajectory": uns})
-    adata.layers["counts"] = counts.copy()
-    adata.varm["true_lfc"] = programs["lfc_table"].astype(np.float32)
-    adata.varm["true_transient"] = programs["bump_table"].astype(np.float32)
-    return adata
-
-
-def _threads() -> int:
-    """Cores this process may use, at most 8."""
-    try:
-        available = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        available = os.cpu_count() or 1
-    return max(1, min(8, available))
-
-
-def _grow_tree(rng, n_fates: int, cycle: bool, disconnected: bool) -> dict:
-    """Branches (parent, start/end node, length, kind) of the Yule tree plus the extras."""
-    parent, start, end = [-1], [0], [1]
-    node_kind = ["root", "fate"]
-    tips = [0]  # branches that end at a leaf
-    for _ in range(n_fates - 1):
-        split = tips.pop(int(rng.integers(len(tips))))
-        node_kind[end[split]] = "fork"
-        for _side in range(2):
-            parent.append(split)
-            start.append(end[split])
-            end.append(len(node_kind))
-            node_kind.append("fate")
-            tips.append(len(parent) - 1)
-    n_tree = len(parent)
-    # Name the nodes: forks and fates numbered in the order of their branches.
-    nodes = [""] * len(node_kind)
-    nodes[0] = "root"
-    forks = fates = 0
-    for b in range(n_tree):
-        node = end[b]
-        if node_kind[node] == "fork":
-            forks += 1
-            nodes[node] = f"fork_{forks}"
-        else:
-            fates += 1
-            nodes[node] = f"fate_{fates}"
-    fate_names = [nodes[end[b]] for b in range(n_tree) if node_kind[end[b]] == "fate"]
-    kind = ["tree"] * n_tree
-    lineage = [0] * n_tree
-
-    cycle_from = cycle_to = ""
-    cycle_target_branch = -1  # the branch whose start node the cycle rejoins
-    if cycle:
-        last = next(b for b in range(n_tree) if nodes[end[b]] == fate_names[-1])
-        path = _path(parent, last)
-        candidates = path[:-1] if len(path) > 1 else path  # a node before the tip's own fork
-        cycle_target_branch = candidates[int(rng.integers(len(candidates)))]
-        cycle_from, cycle_to = nodes[end[last]], nodes[start[cycle_target_branch]]
-        parent.append(last)
-        start.append(end[last])
-        end.append(start[cycle_target_branch])
-        kind.append("cycle")
-        lineage.append(0)
-    if disconnected:
-        nodes += ["lineage_2_root", "lineage_2_end"]
-        node_kind += ["root", "fate"]
-        parent.append(-1)
-        start.append(len(nodes) - 2)
-        end.append(len(nodes) - 1)
-        kind.append("lineage")
-        lineage.append(1)
-        fate_names.append("lineage_2_end")
-
-    n_branches = len(parent)
-    length = rng.uniform(*LENGTH_RANGE, size=n_branches)
-    parent = np.array(parent, dtype=np.int64)
-    start_time = np.zeros(n_branches)
-    for b in range(n_branches):  # parents come before their children
-        if parent[b] >= 0:
-            start_time[b] = start_time[parent[b]] + length[parent[b]]
-    return {
-        "names": [f"branch_{b}" for b in range(n_branches)],
-        "parent": parent,
-        "start": np.array(start, dtype=np.int64),
-        "end": np.array(end, dtype=np.int64),
-        "length": length,
-        "start_time": start_time,
-        "kind": kind,
-        "lineage": np.array(lineage, dtype=np.int64),
-        "nodes": nodes,
-        "node_kind": node_kind,
-        "fates": fate_names,
-        "cycle_from": cycle_from,
-        "cycle_to": cycle_to,
-        "cycle_target_branch": cycle_target_branch,
-    }
-
-
-def _path(parent, branch: int) -> list[int]:
-    """Branches from the root down to ``branch``."""
-    path = [branch]
-    while parent[path[-1]] >= 0:
-        path.append(int(parent[path[-1]]))
-    return path[::-1]
 
 
 def _allocate(n_cells: int, share: np.ndarray) -> np.ndarray:
@@ -491,7 +446,7 @@ def _fates(rng, tree: dict, per_branch: np.ndarray) -> np.ndarray:
                 if tree["kind"][b] != "cycle" and nodes[tree["end"][b]] in fate_index]
     below = {b: [] for b in range(n_branches)}  # terminal branches at or below each branch
     for t in terminal:
-        for b in _path(parent, t):
+        for b in branch_path(parent, t):
             below[b].append(t)
     pieces = []
     for b, n in enumerate(per_branch):
@@ -598,166 +553,3 @@ def _gene_truth(tree: dict, programs: dict):
     branch = np.select([changed, bumped, shifted], [first_change, first_bump, lineage_branch], len(names) - 1)
     return program, names[branch]
 
-
-def _counts(rng, programs, branch_of_cell, position, library, dispersion, dropout, n_genes,
-            n_jobs) -> sparse.csr_matrix:
-    """Negative-binomial counts, block by block of cells (cells are sorted by branch).
-
-    Every block draws from a generator of its own, seeded from ``rng``, so the
-    counts do not depend on how many threads generate them.
-    """
-    rows_per_block = max(1, _BLOCK_ELEMENTS // n_genes)
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(branch_of_cell, minlength=len(programs["branches"])))])
-    blocks = [(b, lo, min(lo + rows_per_block, bounds[b + 1]))
-              for b in range(len(bounds) - 1) for lo in range(bounds[b], bounds[b + 1], rows_per_block)]
-    seeds = rng.integers(np.iinfo(np.int64).max, size=len(blocks))
-    # Shift every branch's log means so that their largest possible value is 0 (no overflow in exp).
-    start_state = programs["start_state"].copy()
-    for b, program in enumerate(programs["branches"]):
-        upper = start_state[b].copy()
-        upper[program["genes"]] += np.maximum(program["lfc"], 0.0)
-        upper[program["bumped"]] += np.maximum(program["amplitude"], 0.0)
-        start_state[b] -= upper.max()
-    start_state = start_state.astype(np.float32)
-    column = np.tile(np.arange(n_genes, dtype=np.int32), rows_per_block)  # column of every entry of a block
-    local = threading.local()  # per-thread work buffers, reused from block to block
-
-    def block(job):
-        (b, lo, hi), seed = job
-        work = getattr(local, "work", None)
-        if work is None:
-            work = local.work = _Workspace(rows_per_block, n_genes)
-        block_rng = np.random.default_rng(seed)
-        program = programs["branches"][b]
-        u = position[lo:hi, None].astype(np.float32)
-        log_mean = work.log_mean[: hi - lo]
-        log_mean[...] = start_state[b]
-        if program["genes"].size:
-            x = np.clip((u - program["begin"]) * program["inverse"], 0.0, 1.0)
-            log_mean[:, program["genes"]] += program["lfc"] * (x * x * (3.0 - 2.0 * x))
-        if program["bumped"].size:
-            x = np.clip((u - program["bump_begin"]) * program["bump_inverse"], 0.0, 1.0)
-            log_mean[:, program["bumped"]] += program["amplitude"] * np.sin(np.pi * x) ** 2
-        mean = np.exp(log_mean, out=log_mean)
-        mean *= (library[lo:hi] / mean.sum(axis=1, dtype=np.float64)).astype(np.float32)[:, None]
-        count = _negative_binomial(block_rng, mean, dispersion, work)
-        if dropout > 0:
-            nonzero = np.flatnonzero(count)
-            mu = mean.ravel()[nonzero]
-            drop = block_rng.random(nonzero.size, dtype=np.float32) < dropout / (1.0 + mu**1.5)
-            count.ravel()[nonzero[drop]] = 0
-        flat = np.flatnonzero(count)
-        return column.take(flat), count.ravel().take(flat).astype(np.float32), np.count_nonzero(count, axis=1)
-
-    jobs = list(zip(blocks, seeds))
-    # Append the blocks to arrays sized from the first block's density (pages that
-    # are never written cost no memory) and grown or shrunk in place if needed,
-    # so the peak is the matrix plus a few blocks.
-    indices = np.empty(0, dtype=np.int32)
-    data = np.empty(0, dtype=np.float32)
-    row_nnz = []
-    offset = 0
-    pool = ThreadPoolExecutor(max_workers=n_jobs) if n_jobs > 1 and len(jobs) > 1 else None
-    try:  # numpy releases the GIL in its loops, so threads draw blocks in parallel
-        for part_indices, part_data, part_rows in (pool.map(block, jobs) if pool else map(block, jobs)):
-            end = offset + part_data.size
-            if end > data.size:
-                if offset == 0:  # the first block's non-zeros per cell, with room to spare
-                    capacity = int(1.15 * part_data.size / part_rows.size * len(position)) + 2 * n_genes
-                else:
-                    capacity = int(1.25 * data.size)
-                capacity = max(capacity, end)
-                indices.resize(capacity, refcheck=False)
-                data.resize(capacity, refcheck=False)
-            indices[offset:end] = part_indices
-            data[offset:end] = part_data
-            row_nnz.append(part_rows)
-            offset = end
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    indices.resize(offset, refcheck=False)
-    data.resize(offset, refcheck=False)
-    indptr = np.zeros(len(position) + 1, dtype=np.int64)
-    np.cumsum(np.concatenate(row_nnz), out=indptr[1:])
-    if offset < np.iinfo(np.int32).max:
-        indptr = indptr.astype(np.int32)
-    else:
-        indices = indices.astype(np.int64)
-    return sparse.csr_matrix((data, indices, indptr), shape=(len(position), n_genes))
-
-
-class _Workspace:
-    """Buffers for one block of cells, kept between blocks (fresh pages are slow to fault in)."""
-
-    def __init__(self, rows: int, n_genes: int):
-        size = rows * n_genes
-        self.log_mean = np.empty((rows, n_genes), dtype=np.float32)
-        self.uniform = np.empty(size, dtype=np.float32)
-        self.p = np.empty(size, dtype=np.float32)
-        self.ratio = np.empty(size, dtype=np.float32)
-        self.active = np.empty(size, dtype=bool)
-        self.count = np.empty(size, dtype=np.int32)
-
-
-def _negative_binomial(rng, mean: np.ndarray, dispersion: float, work: _Workspace | None = None) -> np.ndarray:
-    """Counts with mean ``mean`` and variance ``mean + dispersion · mean²`` (int32, same shape).
-
-    Entries of small variance (the vast majority) are drawn by inverting the
-    CDF with the recursion p(k+1) = p(k) · q (r + k) / (k + 1), one float32
-    uniform per entry; the others use numpy's gamma–Poisson sampler. The
-    result may live in ``work``'s buffers.
-    """
-    flat = mean.ravel()
-    n = flat.size
-    if work is None:
-        work = _Workspace(1, n)
-    out = work.count[:n]
-    out[:] = 0
-    uniform = rng.random(n, dtype=np.float32, out=work.uniform[:n])
-    p, ratio, active = work.p[:n], work.ratio[:n], work.active[:n]
-    np.multiply(flat, np.float32(dispersion), out=ratio)  # φμ
-    np.multiply(ratio, flat, out=p)
-    p += flat  # the variance μ + φμ²
-    large = np.flatnonzero(np.greater(p, _INVERSION_MAX_VARIANCE, out=active))
-    if dispersion > 0:
-        r = 1.0 / dispersion
-        np.log1p(ratio, out=p)
-        p *= np.float32(-r)
-        np.exp(p, out=p)  # P(0) = (1 + φμ)^(-r)
-        ratio += 1.0
-        np.reciprocal(ratio, out=ratio)
-        np.subtract(1.0, ratio, out=ratio)  # q = φμ / (1 + φμ)
-    else:
-        r = 0.0
-        np.negative(flat, out=p)
-        np.exp(p, out=p)
-        ratio[:] = flat  # the Poisson recursion p(k+1) = p(k) · μ / (k + 1)
-    np.greater(uniform, p, out=active)
-    active[large] = False
-    index = np.flatnonzero(active)  # entries with a count of at least 1
-    u, p, q = uniform.take(index), p.take(index), ratio.take(index)
-    cumulative = p.copy()
-    count = np.ones(index.size, dtype=np.int32)
-    alive = np.empty(index.size, dtype=bool)
-    k = 0
-    while index.size and k < _INVERSION_MAX_COUNT:  # the cap only guards against rounding
-        k += 1
-        p *= q
-        p *= np.float32((r + k - 1.0) / k if dispersion > 0 else 1.0 / k)
-        cumulative += p
-        np.greater(u, cumulative, out=alive)  # the count exceeds k
-        count += alive
-        if np.count_nonzero(alive) < 0.5 * index.size:  # compact now and then: gathers cost more than sums
-            out[index] = count
-            keep = np.flatnonzero(alive)
-            index, u, p, q, cumulative, count = (a.take(keep) for a in (index, u, p, q, cumulative, count))
-            alive = np.empty(index.size, dtype=bool)
-    out[index] = count
-    if large.size:
-        big = flat[large].astype(np.float64)
-        if dispersion > 0:
-            out[large] = rng.poisson(rng.standard_gamma(r, large.size) * (big / r))
-        else:
-            out[large] = rng.poisson(big)
-    return out.reshape(mean.shape)

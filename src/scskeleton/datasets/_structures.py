@@ -16,9 +16,12 @@ from sklearn.datasets import make_blobs
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
+from ._docs import dataset_doc
+from ._points import points_adata
 from ._shapes import moons
 
 
+@dataset_doc
 def blobs(
     n_cells: int = 300,
     *,
@@ -46,9 +49,7 @@ def blobs(
     center_box
         Half-width of the box the centres are drawn in. Default 10, as in
         scikit-learn.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
@@ -67,9 +68,10 @@ def blobs(
                                center_box=(-center_box, center_box), random_state=random_state)
     truth = {"true_component": pd.Categorical(label.astype(str), categories=[str(c) for c in range(n_centers)])}
     params = {"n_centers": n_centers, "cluster_std": cluster_std, "center_box": center_box}
-    return _wrap(points, truth, "blobs", params)
+    return _structure(points, truth, "blobs", params)
 
 
+@dataset_doc
 def line_and_circle(
     n_line: int = 200,
     n_circle: int = 200,
@@ -98,9 +100,7 @@ def line_and_circle(
         Radius of the circle. Default 1.
     noise
         Standard deviation of the Gaussian noise. Default 0.03: thin structures.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
@@ -130,9 +130,10 @@ def line_and_circle(
         "true_position": np.concatenate([x, angle]),
     }
     params = {"offset_x": offset[0], "offset_y": offset[1], "radius": radius, "noise": noise}
-    return _wrap(points, truth, "line_and_circle", params)
+    return _structure(points, truth, "line_and_circle", params)
 
 
+@dataset_doc
 def noisy_moons(
     n_cells: int = 400,
     *,
@@ -163,9 +164,7 @@ def noisy_moons(
     noise
         Standard deviation of the moons' Gaussian noise, before ``scale``.
         Default 0.03, as in :func:`~scskeleton.datasets.moons`.
-    random_state
-        Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``.
-        Default 0, so that the same call gives the same points.
+    {random_state_points}
 
     Returns
     -------
@@ -183,17 +182,17 @@ def noisy_moons(
     moon_points = scale * np.asarray(base.obsm["X_pca"])
     points = np.hstack([moon_points, rng.uniform(0.0, 1.0, (base.n_obs, n_noise))])
     truth = {key: base.obs[key].values for key in base.obs.columns}
-    adata = _wrap(points, truth, "noisy_moons", {"n_noise": n_noise, "scale": scale, "noise": noise},
-                  names=["x", "y"] + [f"noise_{j + 1}" for j in range(n_noise)])
+    adata = _structure(points, truth, "noisy_moons", {"n_noise": n_noise, "scale": scale, "noise": noise},
+                       names=["x", "y"] + [f"noise_{j + 1}" for j in range(n_noise)])
     adata.var["informative"] = np.arange(adata.n_vars) < 2
     return adata
 
 
-def _wrap(points: np.ndarray, truth: dict, name: str, params: dict, names: list[str] | None = None) -> AnnData:
-    obs = pd.DataFrame(truth, index=[f"cell_{i}" for i in range(points.shape[0])])
+def _structure(points: np.ndarray, truth: dict, name: str, params: dict, names: list[str] | None = None) -> AnnData:
+    """The ``points`` as AnnData (:func:`points_adata`; features ``"x"``, ``"y"`` in 2-D, else ``"feature_0"``, …,
+    unless ``names`` are given) with the generating ``params`` in ``uns[name]``."""
     if names is None:
         names = ["x", "y"] if points.shape[1] == 2 else [f"feature_{j}" for j in range(points.shape[1])]
-    adata = AnnData(X=points.astype(np.float32), obs=obs, var=pd.DataFrame(index=names))
-    adata.obsm["X_pca"] = points.astype(np.float64)
+    adata = points_adata(points, truth, names)
     adata.uns[name] = params
     return adata

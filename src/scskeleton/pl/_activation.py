@@ -12,17 +12,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .._anndata.inputs import check_gene_symbols, gene_columns
-from ._trends import _time_label
-from ._utils import (
-    add_extra_legend,
-    branch_names,
-    check_groupby,
-    finish,
-    lineage_colors,
-    new_axes,
-    place_legend,
-    resolve_result,
-)
+from ._colors import lineage_colors
+from ._figures import finish, new_axes
+from ._labels import lineage_title
+from ._legends import add_extra_legend, place_legend
+from ._results import branch_names, check_groupby, resolve_result, time_label
 
 #: The largest rise of a gene on any lineage is drawn at this marker area; smaller rises scale down ...
 LARGEST_MARKER = 80.0
@@ -131,12 +125,11 @@ def activation(
     ax.set_yticks(np.arange(rows.size))
     ax.set_yticklabels([str(label) for label in np.asarray(labels)[rows]], fontsize="small")
     ax.set_ylim(rows.size - 0.5, -0.5)  # the earliest gene on top
-    ax.set_xlabel(_time_label(adata, result))
+    ax.set_xlabel(time_label(adata, result))
     falls = result.get("params", {}).get("direction") == "down"
     ax.set_title("first significant fall along each lineage" if falls else "activation along each lineage",
                  fontsize="medium")
-    legend = place_legend(ax, legend_loc, fontsize="small",
-                          title="lineage" if groupby is None else f"lineage (named by {groupby.replace('_', ' ')})")
+    legend = place_legend(ax, legend_loc, fontsize="small", title=lineage_title(groupby))
     if legend is not None:
         legend.set_alignment("left")
     # markersize is a diameter in points, the scatter's s an area in points²

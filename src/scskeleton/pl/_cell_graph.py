@@ -14,20 +14,11 @@ from matplotlib.figure import Figure
 from scipy import sparse, stats
 
 from .._anndata.schema import component_key, connectivities_key, latent_key, resolve_key
-from ._utils import (
-    EDGE_ZORDER,
-    broadcast_panels,
-    finish,
-    method_name,
-    obs_label,
-    panel_grid,
-    panel_titles,
-    plot_dimensions,
-    resolve_basis,
-    scatter_cells,
-    tidy_panels,
-    with_method,
-)
+from ._docs import plot_doc
+from ._edges import EDGE_ZORDER
+from ._figures import broadcast_panels, finish_panels, panel_colors, panel_grid, panel_titles
+from ._labels import method_name, obs_label, with_method
+from ._scatter import plot_dimensions, resolve_basis, scatter_cells
 
 #: The gid of the edge collection, so that code (and tests) can find the graph's edges.
 CELL_EDGES_GID = "scskeleton_cell_edges"
@@ -42,6 +33,7 @@ THINNEST_EDGE = 0.3
 EDGE_OPACITY, EDGE_ALPHA_RANGE = 2.5, (0.05, 0.4)
 
 
+@plot_doc
 def cell_graph(
     adata: AnnData,
     key: str | None = None,
@@ -80,8 +72,7 @@ def cell_graph(
     ----------
     adata
         Annotated data matrix with a cell graph fitted, e.g. by ``sks.tl.mpme``.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {key_fitted}
         A cell-level learner, e.g. ``"mpme"``.
     basis
         ``obsm`` key to draw in (with or without ``X_``); default ``f"X_{key}"``.
@@ -119,11 +110,8 @@ def cell_graph(
         method for a learned basis (``"MPME 1"``), scanpy's names for common
         ones with scanpy's spelling (``"PC1"``, ``"UMAP1"``), else the ``obsm`` key without ``X_``
         and underscores (``"X_spl_linear"``: ``"spl linear 1"``).
-    legend_loc
-        Where the legend of a categorical colour goes, as in
-        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
-        or ``None`` for none. It is titled by what the colour shows
-        (``"cell type"``).
+    {legend_loc_categories}
+        It is titled by what the colour shows (``"cell type"``).
     frameon
         Draw a frame (and axis labels) around the plot; ``None`` follows
         scanpy's setting.
@@ -149,9 +137,7 @@ def cell_graph(
         )
     coordinates = np.asarray(adata.obsm[space], dtype=float)
     pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
-    colors = [color] if color is None or isinstance(color, str) else list(color)
-    if not colors:
-        raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    colors = panel_colors(color)
     colors, pairs = broadcast_panels(colors, pairs, ("colours", "column pairs"))
     graph_name = connectivities_key(key)
     if edges and graph_name not in adata.obsp:
@@ -181,9 +167,7 @@ def cell_graph(
         if upper is not None:
             _draw_cell_edges(panel, upper, shown[:, [first, second]], color=edge_color, width=edge_width,
                              alpha=edge_alpha)
-    tidy_panels(fig, panels, created=created)
-    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
-                  return_fig=return_fig)
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def default_edge_alpha(n_edges: int, n_cells: int) -> float:

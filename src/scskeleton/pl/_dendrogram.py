@@ -15,17 +15,11 @@ from matplotlib.figure import Figure
 
 from .._anndata.schema import StoredGraph, pseudotime_key, read_graph, resolve_key, segment_key
 from .._core.trees.trajectory import components
-from ._tree import draw_edges
-from ._utils import (
-    finish,
-    method_name,
-    obs_label,
-    panel_grid,
-    panel_titles,
-    scatter_cells,
-    set_frame,
-    tidy_panels,
-)
+from ._docs import plot_doc
+from ._edges import draw_edges
+from ._figures import finish_panels, panel_colors, panel_grid, panel_titles, set_frame
+from ._labels import method_name, milestone_names, obs_label
+from ._scatter import scatter_cells
 
 #: The gid of the segment lines (one per ``uns[key]["segments"]`` entry, in the order of the ids).
 SEGMENTS_GID = "scskeleton_dendrogram_segments"
@@ -55,6 +49,7 @@ class Layout:
     meetings: list[list[int]]  # segments ending at one node: where the stretches from several roots meet
 
 
+@plot_doc
 def dendrogram(
     adata: AnnData,
     key: str | None = None,
@@ -93,10 +88,8 @@ def dendrogram(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``sks.tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
     color
         An ``.obs`` column or a gene name to colour the cells by, or a list of
         them for one panel each. Default: the segment (legend entries named by
@@ -115,21 +108,13 @@ def dendrogram(
     title
         Title of the panel, or one per colour. Default: what the colour shows,
         e.g. ``"cell type"``, ``"DDRTree segment"``.
-    legend_loc
-        Where the legend of a categorical colour goes, as in
-        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
-        or ``None`` for none.
+    {legend_loc_categories}
     frameon
         Draw the box around the panel; ``None`` follows scanpy's setting. The
         pseudotime axis keeps its ticks and label either way.
     ax
         Draw into this Axes instead of a new figure (one colour only).
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {show_save_return}
     **scatter_kwargs
         Passed to :func:`scanpy.pl.embedding` (``size``, ``palette``, ``cmap``,
         ``use_raw``, ``layer``, …).
@@ -151,9 +136,7 @@ def dendrogram(
             f"{'segments' in entry}); run sks.tl.pseudotime(adata, {key!r}) first "
             f"(after choosing a root with sks.tl.root)."
         )
-    colors = [segment_key(key)] if color is None else [color] if isinstance(color, str) else list(color)
-    if not colors:
-        raise ValueError("color is empty; name an .obs column or gene, or pass None for the segment.")
+    colors = panel_colors(color, default=segment_key(key), none_means="the segment")
     layout = segment_layout(entry, graph)
     coordinates = _cell_coordinates(adata, key, layout)
     line_end = _line_ends(coordinates, adata.obs[segment_key(key)], layout)
@@ -175,9 +158,7 @@ def dendrogram(
                      edge_width=edge_width, show_labels=show_labels)
         _axes_labels(panel, f"{method_name(adata, key)} pseudotime", orientation)
         set_frame(panel, frameon)
-    tidy_panels(fig, panels, created=created)
-    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
-                  return_fig=return_fig)
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def segment_layout(entry, graph: StoredGraph) -> Layout:
@@ -320,9 +301,7 @@ def _draw_layout(ax: Axes, entry, graph: StoredGraph, layout: Layout, dims: tupl
 
 def _milestone_points(entry, graph: StoredGraph, layout: Layout) -> list[tuple[tuple[float, float], str]]:
     """(time, position) and name of each drawn milestone: roots at their segment's start, the rest at its end."""
-    stored = entry.get("milestones", {})
-    names = dict(zip(np.asarray(stored.get("nodes", []), dtype=np.intp).tolist(),
-                     [str(name) for name in stored.get("names", [])]))
+    names = milestone_names(entry)
     points = []
     for index, name in enumerate(layout.ids):
         if not np.isfinite(layout.position[index]):

@@ -13,18 +13,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._anndata.schema import fate_probabilities_key, read_graph, resolve_key
+from ._docs import plot_doc
+from ._figures import broadcast_panels, finish_panels, panel_colors, panel_grid, panel_titles
+from ._labels import basis_label, obs_label
+from ._scatter import plot_dimensions, scatter_cells
 from ._tree import basis_coordinates, default_graph_label, draw_graph, gap_edges_of, nodes_in_panel
-from ._utils import (
-    basis_label,
-    broadcast_panels,
-    finish,
-    obs_label,
-    panel_grid,
-    panel_titles,
-    plot_dimensions,
-    scatter_cells,
-    tidy_panels,
-)
 
 #: The colour bar's label in every panel.
 FATE_LABEL = "fate probability"
@@ -37,6 +30,7 @@ TERNARY_CORNERS = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, np.sqrt(3.0) / 2.0]])
 TRIANGLE_GID, CORNER_GID = "scskeleton_fate_triangle", "scskeleton_fate_corner"
 
 
+@plot_doc
 def fates(
     adata: AnnData,
     key: str | None = None,
@@ -90,8 +84,7 @@ def fates(
     ----------
     adata
         Annotated data matrix on which ``sks.tl.fate_probabilities(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {key_fitted}
     fates
         The fates to draw, by name (``uns[key]["fates"]``); default all. For
         ``kind="ternary"`` exactly three, in the order of the corners.
@@ -132,12 +125,7 @@ def fates(
         scanpy's setting. The triangle is drawn without one.
     ax
         Draw into this Axes (one panel only).
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {show_save_return}
     **scatter_kwargs
         Passed to :func:`scanpy.pl.embedding` (``vmin``, ``vmax``, ``colorbar_loc``, …).
         A probability gets a colour bar, not a legend, so ``legend_loc`` has nothing to place.
@@ -205,9 +193,7 @@ def fates(
             draw_graph(panel, adata.uns[key], graph, nodes, drawn, show_nodes=False, show_branch_points=True,
                        edge_color="black", edge_width=1.0, gap_edges=gap_edges, label=default_graph_label(adata, key),
                        legend_loc="right margin" if index == legend_panel else None)
-    tidy_panels(fig, panels, created=created)
-    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
-                  return_fig=return_fig)
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def _ternary(
@@ -232,9 +218,7 @@ def _ternary(
     points = (probabilities[kept] / total[kept, None]) @ TERNARY_CORNERS
     cells = adata if kept.all() else adata[kept]  # a view: read, never written
 
-    colors = [color] if color is None or isinstance(color, str) else list(color)
-    if not colors:
-        raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    colors = panel_colors(color)
     fig, panels, created = panel_grid(len(colors), ncols=ncols, ax=ax, panel_size=(4.8, 4.2), what="colour")
     kwargs = {"size": size, "cmap": cmap, **scatter_kwargs, "frameon": False}
     for panel, name, panel_title in zip(panels, colors, panel_titles(title, len(colors))):
@@ -243,9 +227,7 @@ def _ternary(
         scatter_cells(cells, points, basis="ternary", dimensions=(0, 1), color=name, ax=panel,
                       scatter_kwargs=kwargs, title=panel_title)
         _draw_triangle(panel, chosen)
-    tidy_panels(fig, panels, created=created)
-    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
-                  return_fig=return_fig)
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def _draw_triangle(ax: Axes, names: list[str]) -> None:

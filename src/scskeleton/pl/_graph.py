@@ -18,7 +18,10 @@ from scipy import sparse
 from scipy.sparse import csgraph
 
 from .._anndata.schema import StoredGraph, cell_assignment, read_graph, resolve_key
-from ._utils import NA_COLOR, category_colors, finish, method_name, new_axes, obs_label
+from ._colors import NA_COLOR, category_colors
+from ._docs import plot_doc
+from ._figures import finish, new_axes
+from ._labels import method_name, obs_label
 
 #: Node labels are written on the axes only up to this many nodes; beyond, they are unreadable.
 MAX_NODE_LABELS = 30
@@ -26,6 +29,7 @@ MAX_NODE_LABELS = 30
 EDGE_LEGEND_GID = "scskeleton_adjacency_legend"
 
 
+@plot_doc
 def adjacency(
     adata: AnnData,
     key: str | None = None,
@@ -51,10 +55,8 @@ def adjacency(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_graph}
+    {key_fitted}
     order
         ``"tree"``: depth-first order from the root. ``"group"``: nodes sorted
         by their dominant ``groupby`` category, then by tree order (needs
@@ -68,19 +70,12 @@ def adjacency(
     title
         Title of the plot. Default: the method, e.g. ``"DDRTree adjacency"``;
         the x axis says how the nodes are ordered.
-    ax
-        Draw into this Axes instead of a new figure.
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {ax_new}
+    {show_save_return}
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    {returns_axes}
     """
     key = resolve_key(adata, key)
     if order not in ("tree", "group"):
@@ -166,6 +161,7 @@ def adjacency(
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
+@plot_doc
 def convergence(
     adata: AnnData,
     key: str | None = None,
@@ -183,18 +179,10 @@ def convergence(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
-    ax
-        Draw into this Axes instead of a new figure.
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {adata_graph}
+    {key_fitted}
+    {ax_new}
+    {show_save_return}
     log
         Logarithmic y axis; needs a positive objective.
     title
@@ -202,8 +190,7 @@ def convergence(
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    {returns_axes}
     """
     key = resolve_key(adata, key)
     if key not in adata.uns or "objective" not in adata.uns[key]:

@@ -17,20 +17,19 @@ from matplotlib.transforms import offset_copy
 from scipy import sparse
 
 from .._anndata.inputs import check_gene_symbols, get_expression
-from ._trends import BRANCHED, _cell_times, _time_label
-from ._utils import (
+from ._colors import category_colors, lineage_colors
+from ._figures import finish, panel_grid, tidy_panels, wrap_long_labels
+from ._labels import lineage_title, obs_label
+from ._legends import place_legend
+from ._results import (
+    BRANCHED,
     branch_names,
-    category_colors,
+    cell_times,
     check_groupby,
-    finish,
+    curve_spans,
     group_labels,
-    lineage_colors,
-    obs_label,
-    panel_grid,
-    place_legend,
     resolve_result,
-    tidy_panels,
-    wrap_long_labels,
+    time_label,
 )
 
 #: ``standard_scale`` values, as in ``scanpy.pl.heatmap``.
@@ -128,7 +127,7 @@ def module_heatmap(
     curves = _block_curves(np.asarray(adata.varm[f"{result_key}_curves"], dtype=float))[columns]  # G × B × grid
     grid = np.asarray(result["grid"], dtype=float)
     blocks = _block_names(adata, result_key, result, curves.shape[1], groupby)
-    times = _cell_times(adata, result_key, result)
+    times = cell_times(adata, result_key, result)
     members = _block_members(adata, result_key, result, len(blocks), times)
     if layer is not None or use_raw:
         values = _binned(adata, columns, members, times, grid, use_raw=bool(use_raw), layer=layer)
@@ -141,7 +140,7 @@ def module_heatmap(
     names = (adata.var[gene_symbols] if gene_symbols is not None else adata.var_names.to_series()).to_numpy()[columns]
 
     n_blocks = len(blocks)
-    spans = _block_spans(curves, grid.size)
+    spans = curve_spans(curves, grid.size)
     # each block as wide as its lineage runs (at one time scale, but never a sliver): on the whole grid a
     # lineage that ends early left half its block blank
     shares = [max((end - first) / grid.size, MIN_BLOCK_SHARE) for first, end in spans]
@@ -188,7 +187,7 @@ def module_heatmap(
         ax.set_yticks([])
         ax.grid(False)
         if n_blocks == 1:
-            ax.set_xlabel(_time_label(adata, result))
+            ax.set_xlabel(time_label(adata, result))
         for boundary in np.flatnonzero(np.diff(modules)) + 0.5:
             ax.axhline(boundary, color="white", linewidth=0.8)
         if groupby is not None:
@@ -200,7 +199,7 @@ def module_heatmap(
             ax.set_title(block, fontsize="medium")
         panels.append(ax)
     if n_blocks > 1:  # one label of the time axis under all the blocks: under each, it ran into the next one's
-        _shared_label(fig.add_subplot(grid_spec[1, 1:n_blocks + 1]), _time_label(adata, result))
+        _shared_label(fig.add_subplot(grid_spec[1, 1:n_blocks + 1]), time_label(adata, result))
     colorbar = fig.colorbar(shown, cax=fig.add_subplot(grid_spec[1, -1]),
                             label="scaled expression" if standard_scale else "expression")
     colorbar.ax.grid(False)
@@ -226,15 +225,6 @@ def _shared_label(ax, label: str) -> None:
     ax.set_xticks([0.5], ["0"])
     ax.tick_params(axis="x", colors="none")
     ax.set_xlabel(label, color=plt.rcParams["axes.labelcolor"])
-
-
-def _block_spans(curves: np.ndarray, n_grid: int) -> list[tuple[int, int]]:
-    """Per block (axis 1 of G × blocks × grid curves), the grid columns [first, end) its curves are defined on."""
-    spans = []
-    for b in range(curves.shape[1]):
-        defined = np.flatnonzero(np.isfinite(curves[:, b, :]).any(axis=0))
-        spans.append((int(defined[0]), int(defined[-1]) + 1) if defined.size else (0, n_grid))
-    return spans
 
 
 def _modules(adata: AnnData, key: str, caller: str) -> tuple[str, Mapping, str, Mapping]:
@@ -452,17 +442,12 @@ def modules(
         # the shared pseudotime axis is labelled once per column, under its lowest panel: sharex hid the
         # ticks of the panels above, and of a panel with only a switched-off cell below it
         if m + min(ncols, len(categories)) >= len(categories):
-            ax.set_xlabel(_time_label(adata, result))
+            ax.set_xlabel(time_label(adata, result))
             ax.tick_params(axis="x", labelbottom=True)
     tidy_panels(fig, panels, created=created)
     # one legend at the figure's right edge (beside the last panel of the first row), as pl.trends:
     # inside the first panel it covered that module's curves
     handles, texts = panels[0].get_legend_handles_labels()
     place_legend(panels[min(ncols, len(panels)) - 1], legend_loc, handles=handles, labels=texts, fontsize="small",
-                 title=_lineage_title(groupby))
+                 title=lineage_title(groupby))
     return finish(fig, panels, created=True, show=show, save=save, return_fig=return_fig)
-
-
-def _lineage_title(groupby: str | None) -> str:
-    """The title of the legend of lineages: what names them."""
-    return "lineage" if groupby is None else f"lineage (named by {groupby.replace('_', ' ')})"

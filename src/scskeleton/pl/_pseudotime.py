@@ -12,7 +12,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._anndata.schema import pseudotime_key, resolve_key, segment_key
-from ._utils import finish, method_name, new_axes, obs_label, scatter_cells, segment_names, set_frame
+from ._docs import plot_doc
+from ._figures import finish, new_axes, set_frame
+from ._labels import method_name, obs_label, segment_names
+from ._scatter import scatter_cells
 
 #: Half the height of a segment's row that the vertical jitter may use.
 JITTER = 0.35
@@ -20,6 +23,7 @@ JITTER = 0.35
 JITTER_SEED = 0
 
 
+@plot_doc
 def pseudotime(
     adata: AnnData,
     key: str | None = None,
@@ -44,10 +48,8 @@ def pseudotime(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``sks.tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
     color
         An ``.obs`` column or a gene name to colour the cells by. Default: the
         segment (legend entries named by milestones, ``"root → fork 1"``).
@@ -55,28 +57,18 @@ def pseudotime(
         Title of the plot. Default: what is plotted and what the colour
         shows, e.g. ``"DDRTree pseudotime per segment, coloured by cell type"``;
         ``"DDRTree pseudotime per segment"`` when the colour is the segment.
-    legend_loc
-        Where the legend of a categorical colour goes, as in
-        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
-        or ``None`` for none.
+    {legend_loc_categories}
     frameon
         Draw the box around the plot; ``None`` follows scanpy's setting. The
         pseudotime axis keeps its ticks and label either way.
-    ax
-        Draw into this Axes instead of a new figure.
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {ax_new}
+    {show_save_return}
     **scatter_kwargs
         Passed to :func:`scanpy.pl.embedding` (``size``, ``palette``, ``cmap``, …).
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    {returns_axes}
     """
     key = resolve_key(adata, key)
     missing = [name for name in (pseudotime_key(key), segment_key(key)) if name not in adata.obs]

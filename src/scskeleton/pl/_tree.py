@@ -11,32 +11,17 @@ from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
-from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from scipy import sparse
 
 from .._anndata.schema import StoredGraph, cell_assignment, cell_coordinates, read_graph, resolve_key
-from ._utils import (
-    EDGE_ZORDER,
-    NODE_ZORDER,
-    TRACE_ALPHA,
-    TRACE_WIDTH,
-    TRACE_ZORDER,
-    add_extra_legend,
-    broadcast_panels,
-    finish,
-    method_name,
-    milestone_names,
-    obs_label,
-    panel_grid,
-    panel_titles,
-    plot_dimensions,
-    resolve_basis,
-    scatter_cells,
-    tidy_panels,
-    with_method,
-)
+from ._docs import plot_doc
+from ._edges import NODE_ZORDER, TRACE_ZORDER, draw_edges
+from ._figures import broadcast_panels, finish, panel_colors, panel_grid, panel_titles, tidy_panels
+from ._labels import method_name, milestone_names, obs_label, with_method
+from ._legends import add_extra_legend, visible_legends
+from ._scatter import plot_dimensions, resolve_basis, scatter_cells
 
 #: The gid of the edge collection, so that code (and tests) can find the graph's edges.
 EDGES_GID = "scskeleton_edges"
@@ -64,6 +49,7 @@ SUPPORT_PAD = 0.25
 NODE_MARGIN = 6.0
 
 
+@plot_doc
 def tree(
     adata: AnnData,
     key: str | None = None,
@@ -114,10 +100,8 @@ def tree(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix with a graph fitted, e.g. by ``sks.tl.ddrtree``.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_graph}
+    {key_fitted}
     basis
         ``obsm`` key to draw in, with or without the ``X_`` prefix (``"X_umap"``
         or ``"umap"``). Default: the graph's own space ``uns[key]["space"]``,
@@ -177,11 +161,8 @@ def tree(
         method for a learned basis (``"DDRTree 1"``), scanpy's names for
         common ones with scanpy's spelling (``"PC1"``, ``"UMAP1"``), else the ``obsm`` key without
         ``X_`` and underscores.
-    legend_loc
-        Where the legend of a categorical colour goes, as in
-        :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
-        or ``None`` for none. It is titled by what the colour shows
-        (``"cell type"``).
+    {legend_loc_categories}
+        It is titled by what the colour shows (``"cell type"``).
     graph_legend_loc
         Where the legend of the graph (edges, root, branch points, support)
         goes: ``"right margin"`` (default: outside the axes, on top of the
@@ -194,12 +175,7 @@ def tree(
         scanpy's setting.
     ax
         Draw into this Axes instead of a new figure (one panel only).
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {show_save_return}
     **scatter_kwargs
         Passed to :func:`scanpy.pl.embedding` (``palette``, ``cmap``,
         ``colorbar_loc``, ``use_raw``, ``layer``, …).
@@ -216,9 +192,7 @@ def tree(
     space, coordinates = basis_coordinates(adata, graph, basis)
     pairs = plot_dimensions(components, dimensions, n_columns=coordinates.shape[1], basis=space)
 
-    colors = [color] if color is None or isinstance(color, str) else list(color)
-    if not colors:
-        raise ValueError("color is empty; name an .obs column or gene, or pass None for grey cells.")
+    colors = panel_colors(color)
     colors, pairs = broadcast_panels(colors, pairs, ("colours", "column pairs"))
     placed = {pair: nodes_in_panel(adata, graph, space, coordinates, pair) for pair in dict.fromkeys(pairs)}
     titles = panel_titles(title, len(colors))
@@ -377,8 +351,8 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
     obstacles = np.unique(np.round(obstacles), axis=0)
     style = {"fontsize": "small", "color": "0.1"}
     # legends inside the axes (graph_legend_loc="best", ...) are taken as labels placed already: none goes under one
-    blocked = [np.array([box.x0, box.y0, box.x1, box.y1]) * to_points for box in _legend_boxes(ax)
-               if box.overlaps(frame)]
+    boxes = [legend.get_window_extent() for legend in visible_legends(ax)]
+    blocked = [np.array([box.x0, box.y0, box.x1, box.y1]) * to_points for box in boxes if box.overlaps(frame)]
     shown = [(node, f"{names[node]}: {value:.2f}" if node in names else f"{value:.2f}")
              for node, value in zip(ids.tolist(), values.tolist()) if drawn[node]]
     halves = []
@@ -399,12 +373,6 @@ def _draw_support(ax: Axes, nodes: np.ndarray, drawn: np.ndarray, ids: np.ndarra
                   "linewidth": 0.6},
             arrowprops={"arrowstyle": "-", "color": "0.35", "linewidth": 0.7, "shrinkA": 0, "shrinkB": 2},
         )
-
-
-def _legend_boxes(ax: Axes) -> list:
-    """Window extents of the visible legends of ``ax`` (scanpy's of the categories, the graph's, …)."""
-    legends = [artist for artist in [ax.get_legend(), *ax.artists] if isinstance(artist, Legend)]
-    return [legend.get_window_extent() for legend in legends if legend.get_visible()]
 
 
 def _place_labels(anchors: np.ndarray, halves: np.ndarray, markers: np.ndarray, obstacles: np.ndarray,
@@ -521,7 +489,7 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
                extra_handles: Sequence = ()) -> None:
     """Edges (gap edges dashed) and nodes under the cells with a thin trace over them, root and branch
     points on top, and a legend naming the graph ``label`` (default its key), then ``extra_handles``,
-    placed by ``legend_loc`` (:func:`~scskeleton.pl._utils.add_extra_legend`; ``None``: none)."""
+    placed by ``legend_loc`` (:func:`~scskeleton.pl._legends.add_extra_legend`; ``None``: none)."""
     upper = sparse.triu(graph.adjacency, k=1).tocoo()
     # Each undirected edge once; the diagonal (k=1 skips it) is no edge, and
     # explicitly stored zeros are not edges either.
@@ -568,20 +536,3 @@ def draw_graph(ax: Axes, entry, graph: StoredGraph, nodes: np.ndarray, drawn: np
     # inside the axes it leaves the other legends where they are: a plot drawn over this one (pl.path)
     # moves them when its own legend lands on them
     add_extra_legend(ax, handles, legend_loc, move_others=False)
-
-
-def draw_edges(ax: Axes, segments: np.ndarray, *, color, width, gid: str, linestyle: str = "solid") -> LineCollection:
-    """Edges under the cells (``gid``) and a thin translucent trace of them over the cells (``gid + "_trace"``).
-
-    Under the cells, no cell type is hidden beneath the skeleton (krumsiek11's
-    Ery at its tip); the trace, a fraction of the width and half transparent,
-    still shows the skeleton where cells cover it without hiding their colours.
-    """
-    edges = LineCollection(segments, colors=color, linewidths=width, linestyles=linestyle, zorder=EDGE_ZORDER)
-    edges.set_gid(gid)
-    ax.add_collection(edges, autolim=True)
-    trace = LineCollection(segments, colors=color, linewidths=np.asarray(width) * TRACE_WIDTH, alpha=TRACE_ALPHA,
-                           linestyles=linestyle, zorder=TRACE_ZORDER)
-    trace.set_gid(f"{gid}_trace")
-    ax.add_collection(trace, autolim=False)
-    return edges

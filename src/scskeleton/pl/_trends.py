@@ -20,33 +20,25 @@ from scipy import sparse
 from .._anndata.inputs import check_gene_symbols, gene_columns, get_expression
 from .._anndata.schema import MAIN_MATRIX, read_graph
 from .._dask import is_dask
-from ._tree import basis_coordinates, nodes_in_panel
-from ._tree import tree as tree_plot
-from ._utils import (
-    NODE_ZORDER,
-    RESULT_NAMES,
-    SIGNIFICANCE,
-    TRACE_WIDTH,
-    TRACE_ZORDER,
-    add_extra_legend,
+from ._colors import category_colors, lineage_colors
+from ._docs import plot_doc
+from ._edges import NODE_ZORDER, TRACE_WIDTH, TRACE_ZORDER
+from ._figures import finish, finish_panels, new_axes, panel_grid, panel_titles, set_frame
+from ._labels import RESULT_NAMES, SIGNIFICANCE, format_pvalue, method_name, milestone_names
+from ._legends import add_extra_legend, place_legend
+from ._results import (
+    BRANCHED,
     branch_key,
     branch_names,
-    category_colors,
+    cell_times,
     check_groupby,
-    finish,
-    format_pvalue,
-    lineage_colors,
-    method_name,
-    milestone_names,
-    new_axes,
-    panel_grid,
-    panel_titles,
-    place_legend,
-    plot_dimensions,
+    curve_spans,
     resolve_result,
-    set_frame,
-    tidy_panels,
+    time_label,
 )
+from ._scatter import plot_dimensions
+from ._tree import basis_coordinates, nodes_in_panel
+from ._tree import tree as tree_plot
 
 #: The gid of the path's edge collections drawn by :func:`path`.
 PATH_GID = "scskeleton_path"
@@ -57,12 +49,11 @@ TREND_COLOR = "tab:red"
 #: Colour of the cells behind a ``tl.trends`` curve.
 CELL_COLOR = "0.6"
 METHODS = ("trends", "branch_test", "fork_test", "association_test")
-#: Results with one curve per branch, cells split by branch.
-BRANCHED = ("branch_test", "fork_test")
 #: Results with edges to highlight on the tree (``pl.path``).
 PATHS = ("trends", "branch_test", "fork_test")
 
 
+@plot_doc
 def trends(
     adata: AnnData,
     key: str,
@@ -149,12 +140,7 @@ def trends(
         axes keep their ticks and labels either way.
     ax
         Draw into this Axes (one gene only).
-    show
-        Show the figure; ``None`` shows it only when matplotlib is interactive.
-    save
-        File path to write the figure to (format from the extension).
-    return_fig
-        Return the Figure.
+    {show_save_return}
 
     Returns
     -------
@@ -170,14 +156,14 @@ def trends(
     check_groupby(adata, groupby)
     names = branch_names(adata, key, groupby) if result["method"] != "trends" else {}
     columns = _fitted_genes(adata, key, result, genes, gene_symbols)
-    times = _cell_times(adata, key, result)
+    times = cell_times(adata, key, result)
     cells = np.flatnonzero(np.isfinite(times))
     values, shown = _expression(adata, result, columns, cells, use_raw=use_raw, layer=layer)
     size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
 
     fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.4), what="gene")
 
-    x_label = _time_label(adata, result)
+    x_label = time_label(adata, result)
     handles = []  # of the legend, the same in every panel
     for panel, gene, column, gene_values, panel_title in zip(panels, genes, columns, values.T, titles):
         if result["method"] == "trends":
@@ -206,11 +192,10 @@ def trends(
                               title_fontsize="small")
         if legend is not None:
             legend.set_alignment("left")  # the title over the left-aligned entries, as scatter_cells' legends
-    tidy_panels(fig, panels, created=created)
-    handle = panels[0] if len(panels) == 1 else panels
-    return finish(fig, handle, created=created, show=show, save=save, return_fig=return_fig)
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
+@plot_doc
 def branch_heatmap(
     adata: AnnData,
     key: str,
@@ -269,8 +254,7 @@ def branch_heatmap(
 
     Returns
     -------
-    The Figure when ``return_fig=True``, else the Axes when ``show=False``,
-    else ``None``.
+    {returns_axes}
     """
     key = resolve_result(adata, key, BRANCHED, caller="sks.pl.branch_heatmap")
     result = _result(adata, key, "sks.pl.branch_heatmap")
@@ -306,10 +290,7 @@ def branch_heatmap(
     n_branches, n_grid = scaled.shape[1], scaled.shape[2]
     # each block spans its own branch's stretch of the grid (where its curves are defined), at one time
     # scale for all: on the shared grid a short branch left the end of its block blank
-    spans = []
-    for b in range(n_branches):
-        defined = np.flatnonzero(np.isfinite(scaled[:, b, :]).any(axis=0))
-        spans.append((int(defined[0]), int(defined[-1]) + 1) if defined.size else (0, n_grid))
+    spans = curve_spans(scaled, n_grid)
     gap = np.full((len(genes), max(1, n_grid // 10)), np.nan)
     pieces, starts = [], []
     for b, (first, end) in enumerate(spans):
@@ -337,7 +318,7 @@ def branch_heatmap(
     for b, label in enumerate(result["branches"]):
         ax.text(middles[b], -0.6, names[str(label)], ha="center", va="bottom")
     ax.set_yticks(np.arange(len(genes)), genes if len(genes) <= 80 else [""] * len(genes))
-    ax.set_xlabel(_time_label(adata, result))
+    ax.set_xlabel(time_label(adata, result))
     ax.set_title(_fork_title(adata, result) if title is None else title, pad=18)
     fig.colorbar(shown, ax=ax, label="scaled fitted expression").ax.grid(False)
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
@@ -439,15 +420,13 @@ def path(
         nodes, _ = nodes_in_panel(adata, graph, space, coordinates, pair)
         _draw_path(panel, result, nodes, labels, colors, names, path_width, legend_loc,
                    path_name=_path_title(adata, result, with_method=False) if result["method"] == "trends" else "")
-    tidy_panels(fig, panels, created=created)
-    return finish(fig, panels[0] if len(panels) == 1 else panels, created=created, show=show, save=save,
-                  return_fig=return_fig)
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
 def _draw_path(ax: Axes, result: Mapping, nodes: np.ndarray, labels: list[str], colors: list, names: dict,
                path_width: float, legend_loc: str | None, *, path_name: str) -> None:
     """The result's edges, thick and outlined under the cells with a thin trace over them, and their legend
-    (placed by :func:`~scskeleton.pl._utils.add_extra_legend`), titled ``"path"`` with the path's ends
+    (placed by :func:`~scskeleton.pl._legends.add_extra_legend`), titled ``"path"`` with the path's ends
     (``path_name``) or ``"trunk and branches"`` with the groups compared."""
     handles = []
     for label, colour in zip(labels, colors):
@@ -543,18 +522,6 @@ def _group_colors(adata: AnnData, key: str, result: dict) -> tuple[list[str], li
     return categories, category_colors(adata, f"{key}_branch", categories)
 
 
-def _time_label(adata: AnnData, result: Mapping) -> str:
-    """The x axis of a result: ``"DDRTree pseudotime"``, ``"registered DDRTree pseudotime"`` or the path position."""
-    kind = result.get("time", "pseudotime")
-    method = method_name(adata, str(result["graph"])) if str(result.get("graph", "")) in adata.uns else ""
-    pseudotime = f"{method} pseudotime".strip()
-    if kind == "pseudotime":
-        return pseudotime
-    if kind == "registered pseudotime":
-        return f"registered {pseudotime}"
-    return "position along the path"
-
-
 def _fork_title(adata: AnnData, result: Mapping) -> str:
     """``"branch test at fork 1 (DDRTree)"``: the test, its fork's milestone name and the graph's method."""
     graph = str(result.get("graph", ""))
@@ -586,20 +553,8 @@ def _path_title(adata: AnnData, result: Mapping, *, with_method: bool = True) ->
     return _on_graph(f"path {ends}", adata, graph) if with_method else ends
 
 
-def _cell_times(adata: AnnData, key: str, result: dict) -> np.ndarray:
-    """Each cell's time on the result's axis, NaN for cells the result did not use."""
-    if result["method"] != "association_test":
-        return adata.obs[f"{key}_time"].to_numpy(dtype=float)
-    on_lineage = {str(s) for chain in result["lineages"].values() for s in chain}
-    graph = result["graph"]
-    times = adata.obs[f"{graph}_pseudotime"].to_numpy(dtype=float).copy()
-    if f"{graph}_segment" in adata.obs:
-        times[~adata.obs[f"{graph}_segment"].astype(str).isin(on_lineage).to_numpy()] = np.nan
-    return times
-
-
 def _draw_lineages(ax, adata, key, result, column, times, values, show_cells, size, names, colors) -> list:
-    """Grey cells and one curve per lineage in its colour (:func:`~scskeleton.pl._utils.lineage_colors`);
+    """Grey cells and one curve per lineage in its colour (:func:`~scskeleton.pl._colors.lineage_colors`);
     returns the handles of the legend (the curves)."""
     if show_cells:
         ax.scatter(times, values, s=size, c=CELL_COLOR, linewidths=0, alpha=0.5, rasterized=True)

@@ -1,9 +1,11 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
 from .genes.activation import activation
+from .genes.association_test import association_test
+from .genes.branch_test import branch_test
 from .genes.fork_test import fork_test
 from .genes.modules import trend_modules
-from .genes.trends import association_test, branch_test, trends
+from .genes.trends import trends
 from .learners.convex_embedding import convex_embedding
 from .learners.ddrtree import ddrtree
 from .learners.esl import esl
@@ -13,9 +15,11 @@ from .learners.rpg import rpg, rpg_l1
 from .learners.spl import spl
 from .trajectory.fates import fate_probabilities
 from .trajectory.milestones import milestones, rename_milestones
+from .trajectory.paths import path
 from .trajectory.phase import phase
 from .trajectory.project import project
-from .trajectory.pseudotime import path, pseudotime, root
+from .trajectory.pseudotime import pseudotime
+from .trajectory.root import root
 from .trajectory.subsets import cleanup, subset_tree
 from .trajectory.support import branch_support
 

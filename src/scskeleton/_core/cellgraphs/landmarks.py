@@ -68,14 +68,14 @@ from ..trees.pruning import (
     MIN_EXTENSION,
     MIN_MASS,
     TUBE_STEPS,
-    _residual_to_edges,
-    _spread,
-    _terminal_branches,
+    evenly_spaced,
     prune_tree,
+    residual_to_edges,
+    terminal_branches,
     trim_branches,
 )
-from ..trees.rpg import _update_centers
-from ..trees.skeleton import MIN_SHARED, _join_small_components, shared_mass
+from ..trees.rpg import update_centers
+from ..trees.skeleton import MIN_SHARED, join_small_components, shared_mass
 from ..validation import check_integer
 
 #: Landmarks used when ``n_landmarks=None`` and the cells exceed the dense limit of the
@@ -255,7 +255,7 @@ def landmark_graph(
     # 1. spanning forest of the learned edges, shortest first; tiny components joined to the nearest one
     forest = csgraph.minimum_spanning_tree(edge_lengths(learned, landmarks))
     edges = edge_list(symmetrize(forest))
-    extra = _join_small_components(landmarks, edges, mass, min_mass)
+    extra = join_small_components(landmarks, edges, mass, min_mass)
     edges = np.vstack([edges, extra]) if extra.size else edges
     skeleton = from_edges(edges, np.ones(edges.shape[0]), n_landmarks)
 
@@ -322,7 +322,7 @@ def _principal_points(data, centers, skeleton, sigma, assignment, n_iter: int | 
         mass = np.asarray(assignment.sum(axis=0)).ravel()
         resp = np.asarray(assignment.T @ data)
         gamma = 2.0 / max(float(mass.mean()), np.finfo(float).tiny)
-        centers = _update_centers(centers, graph_laplacian, skeleton, mass, resp, gamma)
+        centers = update_centers(centers, graph_laplacian, skeleton, mass, resp, gamma)
         assignment = soft_assignment(data, centers, sigma, reuse=assignment).matrix
     return centers, assignment
 
@@ -387,7 +387,7 @@ def _remove_strands(data, nodes, adjacency, labels, kept_mask, *, min_extension,
     removed = 0
     while True:
         weakest, weakest_score = None, min_extension
-        for _, branch, hub in _terminal_branches(neighbours):
+        for _, branch, hub in terminal_branches(neighbours):
             score = _stand_out(data, nodes, neighbours, members, branch, hub, max_cells)
             if score < weakest_score:
                 weakest, weakest_score = (branch, hub), score
@@ -414,7 +414,7 @@ def _stand_out(data, nodes, neighbours, members, branch, hub, max_cells) -> floa
                             for v in neighbours[u] if v not in branch_set}), dtype=np.intp).reshape(-1, 2)
     if rest.size == 0:
         return np.inf
-    offsets = _residual_to_edges(nodes[branch], nodes, rest)
+    offsets = residual_to_edges(nodes[branch], nodes, rest)
     reach = np.linalg.norm(offsets, axis=1)
     farthest = int(np.argmax(reach))
     if reach[farthest] <= 0:
@@ -424,7 +424,7 @@ def _stand_out(data, nodes, neighbours, members, branch, hub, max_cells) -> floa
     for _ in range(TUBE_STEPS):
         frontier = [o for here in frontier for o in neighbours[here] if o not in branch_set and o not in local]
         local.update(frontier)
-    tube = _spread(np.concatenate([members[k] for k in local]), max_cells)
+    tube = evenly_spaced(np.concatenate([members[k] for k in local]), max_cells)
     if tube.size < 2:
         return np.inf
     along = data[tube] @ direction

@@ -9,6 +9,7 @@ from scipy import linalg, stats
 
 from ..validation import check_integer, check_positive
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, form_f_pvalues
+from .passes import sufficient_statistics
 from .splines import (
     adapt_df,
     basis_for_curves,
@@ -16,7 +17,6 @@ from .splines import (
     check_df,
     explained_form,
     penalized_fit,
-    sufficient_statistics,
 )
 
 

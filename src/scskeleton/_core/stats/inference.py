@@ -46,7 +46,7 @@ MIN_VARYING_CELLS = 5
 
 #: The F test of branches leans on a Gaussian mean of each branch's cells; where a branch expects
 #: fewer than this many of the cells that carry a gene's variation (for a sparse gene, the cells
-#: with any count: :class:`~.splines.SufficientStatistics`), its few values there are far from
+#: with any count: :class:`~.passes.SufficientStatistics`), its few values there are far from
 #: Gaussian, and its p-value must also pass a count test (:func:`sparse_count_pvalues`). Cochran's
 #: 5 for the χ² approximation was too few: log counts in a branch of 112 of 787 cells that
 #: expected 5–10 such cells put 2.3 % below 0.01 and 0.57 % below 0.001.

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..validation import check_integer
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate, f_test, smoother_f_pvalues
+from .passes import sufficient_statistics
 from .splines import (
     adapt_df,
     check_cells,
@@ -15,7 +16,6 @@ from .splines import (
     penalized_fit,
     periodic_spline_basis,
     spline_basis,
-    sufficient_statistics,
 )
 
 

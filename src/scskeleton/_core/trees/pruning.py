@@ -72,9 +72,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .assign import CHUNK_ROWS, label_means, squared_distances
 from ..graphs import symmetrize
 from ..validation import check_positive
+from .assign import CHUNK_ROWS, label_means, squared_distances
 
 #: Default threshold on the extension e(β) below which a terminal branch is noise. The cells
 #: nearest a stub node are the tube's own outliers on one side: with the heavy tails of
@@ -254,7 +254,7 @@ def prune_tree(
     # branches near it only, so the others are kept (hundreds of stubs on a thick ℓ1 skeleton)
     known: dict[tuple, tuple[float, set]] = {}
     while True:
-        branches = _terminal_branches(neighbours)
+        branches = terminal_branches(neighbours)
         if not branches:
             break
         members = _members(labels, n_nodes)
@@ -378,7 +378,7 @@ def _stretch_width(points, nodes, neighbours, members, path, max_cells, noise: T
     """
     stretch = {(min(u, v), max(u, v)) for u, v in zip(path[:-1], path[1:])}
     local, edges = _tube(neighbours, members, [path[0], path[-1]], excluded=set(path[1:-1]), skip_edges=stretch)
-    cells = _spread(np.concatenate([members[k] for k in local]), max_cells)
+    cells = evenly_spaced(np.concatenate([members[k] for k in local]), max_cells)
     if cells.size < MIN_TUBE_CELLS or edges.size == 0:
         return 0.0
     direction = nodes[path[-1]] - nodes[path[0]]
@@ -389,7 +389,7 @@ def _stretch_width(points, nodes, neighbours, members, path, max_cells, noise: T
     return 0.0 if width is None else max(width, noise.width_along(direction / norm))
 
 
-def _terminal_branches(neighbours: list[set]) -> list[tuple[int, list[int], int]]:
+def terminal_branches(neighbours: list[set]) -> list[tuple[int, list[int], int]]:
     """(leaf, branch nodes from the leaf inwards, attachment) for every leaf that hangs off a node of degree ≥ 3."""
     out = []
     for leaf, ns in enumerate(neighbours):
@@ -407,7 +407,9 @@ def _members(labels: np.ndarray, n_nodes: int) -> list[np.ndarray]:
     return [order[bounds[k] : bounds[k + 1]] for k in range(n_nodes)]
 
 
-def _spread(indices: np.ndarray, limit: int) -> np.ndarray:
+def evenly_spaced(indices: np.ndarray, limit: int) -> np.ndarray:
+    """At most ``limit`` of ``indices``, evenly spaced through them in sorted order (all of them when
+    there are no more): the cells a branch's score reads, spread over the branch."""
     if indices.size <= limit:
         return indices
     return np.sort(indices)[np.linspace(0, indices.size - 1, limit).astype(np.intp)]
@@ -419,8 +421,8 @@ def _extension(points, nodes, neighbours, members, branch, hub, max_cells, noise
     branch_set = set(branch)
     local, edges = _tube(neighbours, members, [hub], excluded=branch_set)
     read = branch_set | local | {other for node in local for other in neighbours[node]}
-    branch_cells = _spread(np.concatenate([members[k] for k in branch]), max_cells)
-    tube_cells = _spread(np.concatenate([members[k] for k in local]), max_cells)
+    branch_cells = evenly_spaced(np.concatenate([members[k] for k in branch]), max_cells)
+    tube_cells = evenly_spaced(np.concatenate([members[k] for k in local]), max_cells)
     if branch_cells.size == 0 or tube_cells.size == 0 or edges.size == 0:
         return 0.0, read
     # the direction in which the branch leaves its attachment
@@ -429,7 +431,7 @@ def _extension(points, nodes, neighbours, members, branch, hub, max_cells, noise
     if norm <= 0:
         return 0.0, read
     direction /= norm
-    out = np.quantile(_residual_to_edges(points[branch_cells], nodes, edges) @ direction, OUT_QUANTILE)
+    out = np.quantile(residual_to_edges(points[branch_cells], nodes, edges) @ direction, OUT_QUANTILE)
     tube = _width_along(points[tube_cells], nodes, edges, direction)
     if tube is not None:
         tube = max(tube, noise.width_along(direction))
@@ -474,8 +476,8 @@ class TreeNoise:
             edges = _edges(neighbours)
         if edges.size == 0:
             return cls(np.empty((0, points.shape[1])), np.empty((0, points.shape[1])))
-        cells = _spread(np.arange(points.shape[0]), TREE_WIDTH_CELLS)
-        across, edge = _residual_to_edges(points[cells], nodes, edges, across=True, with_edges=True,
+        cells = evenly_spaced(np.arange(points.shape[0]), TREE_WIDTH_CELLS)
+        across, edge = residual_to_edges(points[cells], nodes, edges, across=True, with_edges=True,
                                           own=None if own is None else own[cells])
         axis = nodes[edges[:, 1]] - nodes[edges[:, 0]]
         norm = np.linalg.norm(axis, axis=1, keepdims=True)
@@ -497,7 +499,7 @@ def _core(neighbours: list[set]) -> list[set]:
     """The tree without its terminal branches of fewer than :data:`CORE_BRANCH_SHARE` of the nodes (one pass)."""
     shortest = int(round(CORE_BRANCH_SHARE * len(neighbours)))
     core = [set(ns) for ns in neighbours]
-    for _, branch, _ in _terminal_branches(neighbours):
+    for _, branch, _ in terminal_branches(neighbours):
         if len(branch) < shortest:
             for node in branch:
                 for other in core[node]:
@@ -516,7 +518,7 @@ def _width_along(cells: np.ndarray, nodes, edges, direction) -> float | None:
     ~0, and a branch in line with the tree would stand out of a tube of width ~0),
     so edges within 30° of it are left out.
     """
-    across, edge = _residual_to_edges(cells, nodes, edges, across=True, with_edges=True)
+    across, edge = residual_to_edges(cells, nodes, edges, across=True, with_edges=True)
     axis = nodes[edges[:, 1]] - nodes[edges[:, 0]]
     axis_norm = np.linalg.norm(axis, axis=1)
     cosine = np.divide(axis @ direction, axis_norm, out=np.zeros(axis.shape[0]), where=axis_norm > 0)
@@ -543,7 +545,7 @@ def _width_from_offsets(across: np.ndarray, cosine: np.ndarray, direction: np.nd
     return float(1.4826 * np.median(np.abs(across[usable] @ direction) / sine[usable]))
 
 
-def _residual_to_edges(
+def residual_to_edges(
     points: np.ndarray, nodes: np.ndarray, edges: np.ndarray, *, across: bool = False, with_edges: bool = False,
     own: np.ndarray | None = None,
 ):
@@ -627,7 +629,7 @@ def trim_branches(
     removed = 0
     while True:
         weak = []
-        for leaf, branch, hub in _terminal_branches(neighbours):
+        for leaf, branch, hub in terminal_branches(neighbours):
             path = [*branch, hub]
             length = float(np.linalg.norm(np.diff(nodes[path], axis=0), axis=1).sum())
             branch_mass = float(mass[branch].sum())

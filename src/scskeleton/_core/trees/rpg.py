@@ -25,21 +25,19 @@ increases (Theorem 1). The ℓ1 graph returned is the skeleton of the last W
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import clarabel
 import numpy as np
 from scipy import linalg, sparse
 from scipy.sparse import csgraph
-from threadpoolctl import threadpool_info
 
 from ..embed import top_eigenpairs
-from ..graphs import from_edges, knn_edges, laplacian, minimum_spanning_tree
+from ..graphs import laplacian, minimum_spanning_tree
 from ..validation import as_float_matrix, check_integer, check_positive
 from .assign import kmeans, nearest_other_squared, soft_assignment
-from .ddrtree import MAX_COMPONENTS, MIN_NODES, default_n_centers, default_n_components, signal_to_noise
+from .defaults import MAX_COMPONENTS, default_n_centers, default_n_components, signal_to_noise
 from .gaps import bridging_edges
+from .l1_program import L1Program
 from .pruning import MIN_EXTENSION, MIN_MASS, check_pruning, prune_tree
 from .skeleton import adjacent_cells, gap_profiles, kept_edges, l1_skeleton, prune_skeleton, shared_mass
 
@@ -70,7 +68,7 @@ class TreeColumns:
     n_columns
         The leading columns to fit in (all of them when nothing is cut).
     signal_to_noise
-        :func:`~scskeleton._core.trees.ddrtree.signal_to_noise` of those columns
+        :func:`~scskeleton._core.trees.defaults.signal_to_noise` of those columns
         before a cut to the signal, or None where it was not measured.
     weak
         The structure barely stands out of the noise (below :data:`LOW_SIGNAL`).
@@ -136,7 +134,7 @@ class RPGResult:
 
 def default_n_nodes(n_points: int) -> int:
     """K used when none is given: DDRTree's rule without its cap
-    (:func:`~scskeleton._core.trees.ddrtree.default_n_centers` with ``most=None``),
+    (:func:`~scskeleton._core.trees.defaults.default_n_centers` with ``most=None``),
     a node per ten points, 50 to about 150 nodes. Algorithm 1's K = N puts a
     node on every point, and the spanning tree then branches at every outlier."""
     return default_n_centers(n_points, most=None)
@@ -160,7 +158,7 @@ def default_l1_nodes(n_points: int) -> int:
 
 def reads_columns(n_columns: int) -> bool:
     """Whether :func:`tree_columns` looks at a representation of ``n_columns`` columns: more than
-    :data:`~scskeleton._core.trees.ddrtree.MAX_COMPONENTS` and at most :data:`SIGNAL_COLUMNS`."""
+    :data:`~scskeleton._core.trees.defaults.MAX_COMPONENTS` and at most :data:`SIGNAL_COLUMNS`."""
     return MAX_COMPONENTS < n_columns <= SIGNAL_COLUMNS
 
 
@@ -182,7 +180,7 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
 
     When the structure barely stands out of the noise (signal-to-noise below
     :data:`LOW_SIGNAL`) and ``allow_weak``, only the components above the noise
-    floor are kept (:func:`~scskeleton._core.trees.ddrtree.default_n_components`):
+    floor are kept (:func:`~scskeleton._core.trees.defaults.default_n_components`):
     the many directions of noise then decide which nodes each cell is nearest,
     every node moves with the noise of its few cells, and the spanning tree
     wanders through the cloud. On Splatter-style counts at ~8,000 counts per cell
@@ -190,7 +188,7 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
     4,000 cells × seeds 0–5) the pruned trees kept no branch point in 23 of 36
     runs, had the right number in 8, and a median pseudotime Spearman of 0.73
     (below 0.6 in 14). In the components above the noise floor and with
-    :data:`~scskeleton._core.trees.ddrtree.MIN_NODES` nodes, each averaging more
+    :data:`~scskeleton._core.trees.defaults.MIN_NODES` nodes, each averaging more
     cells, the right number in 23 of 36 and a median Spearman of 0.88 (below 0.6
     in 1; one branch point too many in 8), as DDRTree does in its latent space
     (22 of 36, 0.86); on seeds 6–11, generated afterwards, 20 of 36 and 0.86
@@ -201,7 +199,7 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
     and both go from a wrong to the right number of branch points.
 
     Nothing is cut in a representation of at most
-    :data:`~scskeleton._core.trees.ddrtree.MAX_COMPONENTS` columns (reduced that
+    :data:`~scskeleton._core.trees.defaults.MAX_COMPONENTS` columns (reduced that
     far, it has no tail of noise to measure), of more than :data:`SIGNAL_COLUMNS`
     (genes rather than components) or whose columns are not principal axes; the
     last is still reported ``weak`` when its structure barely stands out.
@@ -229,7 +227,7 @@ def tree_columns(sample: np.ndarray, *, allow_weak: bool = True) -> TreeColumns:
 def _leading_columns_principal(gram: np.ndarray, n: int) -> bool:
     """Whether the first ``n`` columns of a Gram matrix hold at least :data:`PRINCIPAL_SHARE` of the
     variance of its directions of signal (those above the noise floor,
-    :func:`~scskeleton._core.trees.ddrtree.default_n_components`, at most ``n``), so that keeping them
+    :func:`~scskeleton._core.trees.defaults.default_n_components`, at most ``n``), so that keeping them
     cuts noise, not structure.
 
     Only the signal directions count: in a subset of the cells (one lineage, a quarter of them) the
@@ -353,7 +351,7 @@ def rpg(
         "sigma", sigma, role="bandwidth of the soft assignment, eq. 18"
     )
     centers = landmarks.copy()
-    program = _L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
+    program = L1Program(landmarks, settings.n_neighbors, settings.lam) if graph == "l1" else None
     data_norm2 = float(np.sum(data**2))
 
     state = {"assignment": None}
@@ -369,51 +367,75 @@ def rpg(
     descent = descend(
         centers, step, maxiter=settings.maxiter, tol=settings.tol, over_relax=over_relax, callback=callback
     )
-    centers, adjacency, assignment = descent.centers, descent.adjacency, state["assignment"]
+    return finish_graph(
+        data, descent, landmarks, program, settings, sigma, prune=prune,
+        skeleton_sums=lambda edges: (*shared_mass(state["assignment"].matrix, edges),
+                                     adjacent_cells(data, descent.centers, edges),
+                                     gap_profiles(data, descent.centers, edges)),
+        assignment=state["assignment"].matrix, reassign=lambda nodes: soft_assignment(data, nodes, sigma).matrix,
+    )
 
+
+def finish_graph(
+    points: np.ndarray, descent: Descent, landmarks: np.ndarray, program: L1Program | None, settings: Settings,
+    sigma: float, *, prune: bool, skeleton_sums: Callable, assignment, reassign: Callable,
+) -> RPGResult:
+    """The result of :func:`rpg` from its descent: the ℓ1 graph's skeleton, or the tree, pruned where asked.
+
+    Shared by the in-memory and the chunked fit (:mod:`scskeleton._dask.rpg`), which differ only in
+    how they read the cells: ``points`` are the cells the skeleton, the pruning and the gap test
+    judge; ``skeleton_sums(edges)`` returns the cells' sums the skeleton reads along the candidate
+    ``edges`` (:func:`~scskeleton._core.trees.skeleton.shared_mass` of the last step's assignment,
+    then :func:`~scskeleton._core.trees.skeleton.adjacent_cells` and
+    :func:`~scskeleton._core.trees.skeleton.gap_profiles` at the final centers); ``assignment`` is
+    the last step's P and ``reassign(centers)`` P (eq. 18) of the nodes that pruning leaves.
+    """
+    centers, adjacency = descent.centers, descent.adjacency
     n_pruned = 0
     lp_adjacency = None
+    gap_edges = np.empty((0, 2), dtype=np.intp)
     candidates = program.edges if program is not None else np.empty((0, 2), dtype=np.intp)
     if program is not None:
         # the loop's W is the optimum of (19), a band of short edges; report the curves, loops
         # and components that band draws (skeleton.py), and keep W itself alongside
         lp_adjacency = adjacency
+        mass, shared, adjacent, profiles = skeleton_sums(program.edges)
         adjacency = l1_skeleton(
-            centers, adjacency, program.edges, *shared_mass(assignment.matrix, program.edges),
-            min_mass=settings.min_branch_fraction, adjacent=adjacent_cells(data, centers, program.edges),
-            profiles=gap_profiles(data, centers, program.edges), points=data,
+            centers, adjacency, program.edges, mass, shared, min_mass=settings.min_branch_fraction,
+            adjacent=adjacent, profiles=profiles, points=points,
         )
         if prune:
             keep, adjacency, n_pruned = prune_skeleton(
-                data, centers, adjacency,
+                points, centers, adjacency,
                 min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
             )
             if n_pruned:
                 centers, landmarks, lp_adjacency = centers[keep], landmarks[keep], lp_adjacency[keep][:, keep]
                 candidates = kept_edges(candidates, keep)
-                assignment = soft_assignment(data, centers, sigma)
-    if prune and program is None:
-        # the tree of the final centers (the loop's W belongs to the centers before the last update)
-        adjacency = minimum_spanning_tree(centers)
-        pruned = prune_tree(
-            data, centers, adjacency, min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction
-        )
-        n_pruned = pruned.removed_branches
-        if n_pruned:
-            centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
-            assignment = soft_assignment(data, centers, sigma)
+    else:
+        if prune:
+            # the tree of the final centers (the loop's W belongs to the centers before the last update)
+            adjacency = minimum_spanning_tree(centers)
+            pruned = prune_tree(
+                points, centers, adjacency,
+                min_extension=settings.min_branch_extension, min_mass=settings.min_branch_fraction,
+            )
+            n_pruned = pruned.removed_branches
+            if n_pruned:
+                centers, landmarks, adjacency = centers[pruned.keep], landmarks[pruned.keep], pruned.adjacency
+        gap_edges = bridging_edges(points, centers, adjacency)
     return RPGResult(
         centers=centers,
         landmarks=landmarks,
         adjacency=adjacency,
-        assignment=assignment.matrix,
+        assignment=reassign(centers) if n_pruned else assignment,
         objective=descent.objective,
         n_iter=descent.n_passes,
         converged=descent.converged,
         sigma=sigma,
         candidate_edges=candidates,
         n_pruned=n_pruned,
-        gap_edges=bridging_edges(data, centers, adjacency) if program is None else np.empty((0, 2), dtype=np.intp),
+        gap_edges=gap_edges,
         lp_adjacency=lp_adjacency,
     )
 
@@ -558,7 +580,7 @@ def iterate(
     else:
         adjacency, reconstruction = program.solve(centers)  # eq. (19)/(23)/(24)
     graph_laplacian = laplacian(adjacency)
-    centers = _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)  # eq. (22)
+    centers = update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)  # eq. (22)
     quantization = data_norm2 - 2.0 * float(np.sum(centers * resp_data)) + float(mass @ np.sum(centers**2, axis=1))
     length = 2.0 * float(np.sum(centers * (graph_laplacian @ centers)))
     entropy = gamma * sigma * neg_entropy
@@ -570,7 +592,7 @@ def iterate(
     return centers, adjacency, value, size
 
 
-def _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma) -> np.ndarray:
+def update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma) -> np.ndarray:
     """Eq. (22), C = (2/gamma L + Lambda)⁻¹ PᵀX, by Cholesky.
 
     The system is singular only on connected components that hold no
@@ -588,160 +610,3 @@ def _update_centers(centers, graph_laplacian, adjacency, mass, resp_data, gamma)
         sub = np.ix_(free, free)
         updated[free] = linalg.cho_solve(linalg.cho_factor(system[sub], lower=True, check_finite=False), resp_data[free])
     return updated
-
-
-#: Dual multipliers below this fraction of the largest are read as zero weights: the
-#: interior-point method stops at a relative duality gap of ~1e-8, where the weights that are
-#: zero at the optimum have shrunk to 1e-8 or less of the largest while the positive ones are
-#: 1e-3 and above (K = 1,000, D = 154: 1-2 weights of 5,000 fell in between).
-WEIGHT_FLOOR = 1e-6
-#: Iteration limit of the interior-point method (it takes 20-30 on the programs measured).
-LP_MAX_ITER = 200
-
-
-class _L1Program:
-    """The sparse linear program (19)/(23)/(24) for the weighted ℓ1 graph.
-
-    Primal: one weight w_e ≥ 0 per candidate undirected edge (so W is symmetric
-    with a zero diagonal by construction) and the reconstruction error split
-    as ξ = ξ⁺ - ξ⁻, ξ± ≥ 0 (K × D each), with, for every node k and feature m,
-    Σ_k' w_kk' z_k'm + ξ⁺_km - ξ⁻_km = z_km, at cost
-    Σ_{k,k'} w_kk' φ_kk' + lam Σ (ξ⁺ + ξ⁻) = 2 Σ_e w_e φ_e + lam ||ξ||₁.
-
-    It is solved through its dual, max zᵀy s.t. Aᵀy ≤ 2φ, -lam ≤ y ≤ lam
-    (A the K·D × E matrix of the equality constraints), by the primal-dual
-    interior-point method of Clarabel (``clarabel``; Goulart & Chen 2024), as
-    the paper solves it by Mosek's interior-point method. W is the dual's
-    multipliers of the edge rows, with those below :data:`WEIGHT_FLOOR` of the
-    largest read as zero. The constraint matrix stays the same between
-    iterations, only the right-hand side 2φ changes, so each solver is built
-    once and its symbolic factorisation reused (``update(b=...)``).
-
-    The program separates over the connected components of the candidate
-    graph (a node's reconstruction uses only its candidate edges), and one
-    program is solved per component: on ten clusters of ~100 landmarks (D =
-    154) a pass took 11 s against 17.6 s for the same program solved whole,
-    and 6.6 s with the components on two threads (as many as the fit lets
-    BLAS use).
-
-    A simplex method warm-started from the previous basis (HiGHS, used before)
-    paid only while the nodes moved little: at the RPG paper's MNIST size
-    (K = 1,000, D = 154, 9,406 candidate edges) its re-solves took 1,700-5,000
-    pivots at ~6 ms each (11-33 s), the fresh interior-point solves of HiGHS
-    (IPX) 23 s, and first-order PDLP 23 s to a gap of 2e-6. This method takes
-    20-30 iterations, ~6 s, whatever the nodes did, and returns the same
-    optimum (same objective to 1e-9, the same positive weights). Its
-    factorisation is single-threaded and ordered deterministically: the same
-    W on every run.
-    """
-
-    def __init__(self, landmarks: np.ndarray, n_neighbors: int, lam: float):
-        self.landmarks = landmarks
-        self.lam = lam
-        self.edges = knn_edges(landmarks, n_neighbors)
-        # The program is solved in units of the landmarks' root-mean-square coordinate: the optimal
-        # W is unchanged when z, φ and lam are divided by s, s² and s, and the interior-point
-        # method's tolerances are absolute (coordinates of 1e5 to 1e8 left it "DualInfeasible", of 1e-6
-        # stopped it at a W of 301 edges for the 74 of the same data at unit scale).
-        scale = float(np.sqrt(np.mean(np.square(landmarks))))
-        self.scale = scale if np.isfinite(scale) and scale > 0 else 1.0
-        landmarks = landmarks / self.scale
-        n_nodes = landmarks.shape[0]
-        candidates = from_edges(self.edges, np.ones(self.edges.shape[0]), n_nodes)
-        _, component = csgraph.connected_components(candidates, directed=False)
-        edge_component = component[self.edges[:, 0]]
-        self._blocks = []
-        for label in np.unique(edge_component):
-            nodes = np.flatnonzero(component == label)
-            local = np.full(n_nodes, -1, dtype=np.intp)
-            local[nodes] = np.arange(nodes.size)
-            edges = np.flatnonzero(edge_component == label)
-            self._blocks.append(_L1Block(landmarks[nodes], local[self.edges[edges]], edges))
-
-    def solve(self, centers: np.ndarray) -> tuple[sparse.csr_matrix, float]:
-        """Optimal W for the current centers, and ||Z - WZ||_1 at that W."""
-        heads, tails = self.edges[:, 0], self.edges[:, 1]
-        bound = 2.0 * np.sum((centers[heads] - centers[tails]) ** 2, axis=1) / self.scale**2
-        lam = self.lam / self.scale
-        weights = np.zeros(bound.size)
-        threads = min(len(self._blocks), _blas_threads())
-        if threads > 1:
-            # the solver releases the GIL; each block's answer does not depend on the order
-            with ThreadPoolExecutor(threads) as pool:
-                solved = list(pool.map(lambda block: block.solve(bound[block.edges], lam), self._blocks))
-        else:
-            solved = [block.solve(bound[block.edges], lam) for block in self._blocks]
-        for block, block_weights in zip(self._blocks, solved):
-            weights[block.edges] = block_weights
-        adjacency = from_edges(self.edges, weights, self.landmarks.shape[0])
-        # The ℓ1 term at the returned W, computed from W itself rather than the solver's tolerances.
-        reconstruction = float(np.abs(self.landmarks - adjacency @ self.landmarks).sum())
-        return adjacency, reconstruction
-
-
-def _blas_threads() -> int:
-    """The threads BLAS may use here (the fit's thread policy, :mod:`scskeleton._anndata.threads`,
-    sets that limit): the components of the ℓ1 program are solved on as many."""
-    counts = [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    return max(1, min(counts)) if counts else 1
-
-
-class _L1Block:
-    """The dual program of :class:`_L1Program` on one connected component of the candidate
-    graph: ``landmarks`` its nodes, ``local_edges`` its edges in their numbering, ``edges``
-    their indices in the whole program."""
-
-    def __init__(self, landmarks: np.ndarray, local_edges: np.ndarray, edges: np.ndarray):
-        self.landmarks = landmarks
-        self.edges = edges
-        dim = landmarks.shape[1]
-        n_edges = local_edges.shape[0]
-        heads, tails = local_edges[:, 0], local_edges[:, 1]
-        # Edge e = (a, b) enters node a's rows with z_b and node b's rows with z_a.
-        feature = np.arange(dim)
-        cols = np.concatenate([(heads[:, None] * dim + feature).ravel(), (tails[:, None] * dim + feature).ravel()])
-        rows = np.concatenate([np.repeat(np.arange(n_edges), dim)] * 2)
-        vals = np.concatenate([landmarks[tails].ravel(), landmarks[heads].ravel()])
-        self.edge_rows = sparse.csr_matrix((vals, (rows, cols)), shape=(n_edges, landmarks.size))  # Aᵀ
-        self._solver = None
-
-    def solve(self, bound: np.ndarray, lam: float) -> np.ndarray:
-        """The edge weights that are optimal for the edge costs ``bound`` = 2φ."""
-        # rows: Aᵀy + s = 2φ, y + s = lam, -y + s = lam, every s ≥ 0
-        rhs = np.concatenate([bound, np.full(2 * self.landmarks.size, lam)])
-        solved = (clarabel.SolverStatus.Solved, clarabel.SolverStatus.AlmostSolved)
-        if self._solver is None:
-            self._solver = self._build(rhs, refine=False)
-        else:
-            self._solver.update(b=rhs)
-        solution = self._solver.solve()
-        if solution.status not in solved:
-            # Without iterative refinement each step costs a third less (K = 1,000, D = 154: 6 s
-            # against 9 s, the same W); where the factorisation alone was not accurate enough, the
-            # program is solved again with it.
-            self._solver = self._build(rhs, refine=True)
-            solution = self._solver.solve()
-        if solution.status not in solved:
-            self._solver = None
-            raise ValueError(
-                f"The ℓ1-graph linear program (eq. 19) failed: {solution.status}. "
-                "Try another lam or n_neighbors, or the principal tree (tl.rpg)."
-            )
-        weights = np.maximum(np.asarray(solution.z[: bound.size]), 0.0)
-        weights[weights < WEIGHT_FLOOR * weights.max(initial=0.0)] = 0.0
-        return weights
-
-    def _build(self, rhs: np.ndarray, *, refine: bool):
-        size = self.landmarks.size
-        settings = clarabel.DefaultSettings()
-        settings.verbose = False
-        settings.max_iter = LP_MAX_ITER
-        settings.direct_solve_method = "qdldl"  # single-threaded: the same W on every run
-        settings.max_threads = 1
-        settings.iterative_refinement_enable = refine
-        identity = sparse.identity(size, format="csr")
-        constraints = sparse.vstack([self.edge_rows, identity, -identity]).tocsc()
-        return clarabel.DefaultSolver(
-            sparse.csc_matrix((size, size)), -self.landmarks.ravel(), constraints, rhs,
-            [clarabel.NonnegativeConeT(rhs.size)], settings,
-        )

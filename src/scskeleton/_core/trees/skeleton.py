@@ -186,7 +186,7 @@ def l1_skeleton(
     fill = float(np.median(lp_weight[chosen])) if chosen.any() else 1.0
     edge_weight = np.where(lp_weight[keep_idx] > 0, lp_weight[keep_idx], fill)
     edges = candidates[keep_idx]
-    extra = _join_small_components(centers, edges, mass, min_mass)
+    extra = join_small_components(centers, edges, mass, min_mass)
     if extra.size:
         edges = np.vstack([edges, extra])
         edge_weight = np.concatenate([edge_weight, np.full(extra.shape[0], fill)])
@@ -328,7 +328,7 @@ def _bridge_sampling_gaps(forest, add, keep, neighbours, order, centers, candida
     moon in two). Two pieces are joined, shortest edge first, when their cells spread
     evenly at random over their combined length would leave an empty stretch as long as
     the edge's (:func:`gap_explained`); pieces apart by more than that stay apart. Pieces
-    under ``min_mass`` of the cells are left to :func:`_join_small_components`. A piece's
+    under ``min_mass`` of the cells are left to :func:`join_small_components`. A piece's
     length is its edges' plus, at each of its leaves, how far its cells reach beyond it
     (``reach``, when the cells are at hand): the ends of a principal curve retreat into
     their cells, and the skeleton alone is shorter than the stretch the cells cover (a
@@ -507,7 +507,7 @@ def _hops_at_least(neighbours, source, target, hops) -> bool:
     return True
 
 
-def _join_small_components(centers, edges, mass, min_mass) -> np.ndarray:
+def join_small_components(centers, edges, mass, min_mass) -> np.ndarray:
     """Edges joining each component under ``min_mass`` of the cells to the nearest other one."""
     n_nodes = centers.shape[0]
     graph = from_edges(edges, np.ones(edges.shape[0]), n_nodes) if edges.size else sparse.csr_matrix((n_nodes, n_nodes))

@@ -5,24 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from ..._anndata.inputs import check_key, gene_columns
+from ..._anndata.docs import fill_doc
+from ..._anndata.inputs import check_key
 from ..._anndata.results import plain_params
-from ..._anndata.schema import read_graph, resolve_key, unique_names
+from ..._anndata.schema import read_graph, resolve_key
 from ..._core.stats import association as association_core
-from ..trajectory.milestones import lineage_label
-from .trends import (
-    _count,
-    _expression,
-    _lineage_cells,
-    _per_gene,
-    _reading_threads,
-    _warn_if_counts,
-    _warn_lowered_df,
-)
+from .expression import read_expression, run_test
+from .results import categorical, warn_lowered_df, write_genes
+from .selection import lineage_cells
 
 
 def activation(
@@ -62,10 +55,8 @@ def activation(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
         It must be a tree.
     genes, layer, use_raw, gene_symbols, n_knots
         As in :func:`trends`.
@@ -84,12 +75,11 @@ def activation(
         Points per lineage at which the rise is checked (the time resolution).
     key_added
         Name of the result; default ``f"{key}_activation"``.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
+    {returns_named}
 
     ``adata.varm[f"{name}_time"]``, ``[f"{name}_rise"]``
         Genes × lineages: activation pseudotime (NaN: never, or not tested)
@@ -114,41 +104,35 @@ def activation(
     key = resolve_key(adata, key)
     read_graph(adata, key)
     name = check_key(key_added, f"{key}_activation")
-    chains, membership, group, rows, pseudotime = _lineage_cells(adata, key)
-    matrix, source = _expression(adata, layer, use_raw)
-    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
+    lineages = lineage_cells(adata, key)
+    expression = read_expression(adata, genes, layer=layer, use_raw=use_raw, gene_symbols=gene_symbols)
     if direction not in association_core.DIRECTIONS:
         raise ValueError(f"direction must be one of {association_core.DIRECTIONS}; got {direction!r}.")
-    start = logg.info(f"timing the activation of {_count(columns, adata)} genes along {len(chains)} lineage(s)")
-    _warn_if_counts(matrix, source, rows)
-    with _reading_threads(matrix):
-        result = association_core.activation(
-            matrix, rows, pseudotime[rows], group[rows], membership, alpha=alpha, min_rise=min_rise,
-            direction=direction, n_knots=n_knots, df=df, n_grid=n_grid, columns=columns,
-        )
-    _warn_lowered_df(df, result.df)
+    rows = lineages.rows
+    start = logg.info(
+        f"timing the activation of {expression.tested.size} genes along {len(lineages.chains)} lineage(s)"
+    )
+    result = run_test(
+        expression, rows, association_core.activation, lineages.pseudotime[rows], lineages.group[rows],
+        lineages.membership, alpha=alpha, min_rise=min_rise, direction=direction, n_knots=n_knots, df=df,
+        n_grid=n_grid,
+    )
+    warn_lowered_df(df, result.df)
 
     adata = adata.copy() if copy else adata
-    tested = np.arange(adata.n_vars) if columns is None else columns
-    labels = unique_names([lineage_label(adata.uns[key], chain) for chain in chains])
-    for suffix, values in (("time", result.times), ("rise", result.rise)):
-        full = np.full((adata.n_vars, len(chains)), np.nan)
-        full[tested] = values
-        adata.varm[f"{name}_{suffix}"] = full
+    tested = expression.tested
+    labels = lineages.labels(adata, key)
     active = np.isfinite(result.times).any(axis=1)
     earliest = np.where(active, np.nanmin(np.where(active[:, None], result.times, 0.0), axis=1), np.nan)
-    adata.var[f"{name}_time"] = _per_gene(adata, tested, earliest)
-    codes = np.full(adata.n_vars, -1)
-    codes[tested] = np.where(active, np.nanargmin(np.where(np.isfinite(result.times), result.times, np.inf), axis=1),
-                             -1)
-    adata.var[f"{name}_lineage"] = pd.Categorical.from_codes(codes, categories=labels)
+    write_genes(adata, name, tested, varm=[("time", result.times), ("rise", result.rise)], var=[("time", earliest)])
+    first = np.where(active, np.nanargmin(np.where(np.isfinite(result.times), result.times, np.inf), axis=1), -1)
+    adata.var[f"{name}_lineage"] = categorical(adata.n_vars, tested, first, labels)
     adata.uns[name] = {
         "method": "activation",
-        "params": plain_params(dict(key=key, **source, n_genes=tested.size, alpha=alpha, min_rise=min_rise,
-                                    direction=direction, n_knots=n_knots, df=df, n_grid=n_grid)),
+        "params": plain_params(dict(key=key, **expression.source, n_genes=tested.size, alpha=alpha,
+                                    min_rise=min_rise, direction=direction, n_knots=n_knots, df=df, n_grid=n_grid)),
         "graph": key,
-        "lineages": {chain[-1]: np.array(chain, dtype=object) for chain in chains},
-        "lineage_labels": np.array(labels, dtype=object),
+        **lineages.fields(labels),
         "critical": result.critical,
         "df": result.df,
     }
@@ -158,3 +142,6 @@ def activation(
         deep=f"added\n    uns[{name!r}], varm['{name}_time', '{name}_rise'], var['{name}_time', '{name}_lineage']",
     )
     return adata if copy else None
+
+
+fill_doc(activation)

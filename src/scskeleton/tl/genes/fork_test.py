@@ -5,31 +5,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
-from ..._anndata.inputs import check_key, gene_columns
+from ..._anndata.docs import fill_doc
+from ..._anndata.inputs import check_key
 from ..._anndata.results import plain_params
 from ..._anndata.schema import resolve_key
 from ..._core.stats import branches as branch_core
 from ..trajectory.milestones import node_name
-from .trends import (
-    _MODEL,
-    _axis_columns,
-    _axis_pvalues,
-    _count,
-    _degenerate_note,
-    _expression,
-    _fork_cells,
-    _fork_edges,
-    _per_cell,
-    _per_gene,
-    _reading_threads,
-    _warn_if_counts,
-    _warn_lowered_df,
-    _warn_warp_at_bound,
+from .expression import MODEL, read_expression, run_test
+from .results import (
+    axis_columns,
+    axis_pvalues,
+    categorical,
+    fork_fields,
+    log_finished,
+    warn_lowered_df,
+    warn_warp_at_bound,
+    write_fork_cells,
+    write_genes,
 )
+from .selection import fork_cells, fork_edges
 
 
 def fork_test(
@@ -75,10 +72,8 @@ def fork_test(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
     branch_point
         The fork: a node index, one of ``adata.uns[key]["branch_points"]``, or
         its milestone name (``"fork 1"``).
@@ -109,12 +104,11 @@ def fork_test(
         are called.
     key_added
         Name of the result; default ``f"{key}_fork_test"``.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
+    {returns_named}
 
     ``adata.var[f"{name}_F"]``, ``[f"{name}_pval"]``, ``[f"{name}_qval"]``, ``[f"{name}_effect"]``
         F statistic, p-value, BH-adjusted q-value and effect size (NaN for
@@ -155,77 +149,57 @@ def fork_test(
     """
     key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_fork_test")
-    fork = _fork_cells(adata, key, branch_point, df=df)
-    matrix, source = _expression(adata, layer, use_raw)
-    columns = gene_columns(adata, genes, gene_symbols=gene_symbols)
+    fork = fork_cells(adata, key, branch_point, df=df)
+    expression = read_expression(adata, genes, layer=layer, use_raw=use_raw, gene_symbols=gene_symbols)
     rows = fork.rows
     start = logg.info(
-        f"testing {_count(columns, adata)} genes for differences just after the fork at "
+        f"testing {expression.tested.size} genes for differences just after the fork at "
         f"{node_name(adata, key, fork.branch_point)} ({len(fork.branches)} branches)"
     )
-    _warn_if_counts(matrix, source, rows)
-    with _reading_threads(matrix):
-        result = branch_core.fork_test(
-            matrix, rows, fork.pseudotime[rows], fork.group[rows], window=window, n_knots=n_knots, df=fork.df,
-            n_grid=n_grid, registration=registration, columns=columns, names=fork.messages(),
-        )
-    _warn_lowered_df(fork.df, result.df)
-    _warn_warp_at_bound(result)
+    result = run_test(
+        expression, rows, branch_core.fork_test, fork.pseudotime[rows], fork.group[rows], window=window,
+        n_knots=n_knots, df=fork.df, n_grid=n_grid, registration=registration, names=fork.messages(),
+    )
+    warn_lowered_df(fork.df, result.df)
+    warn_warp_at_bound(result)
 
     adata = adata.copy() if copy else adata
-    tested = np.arange(adata.n_vars) if columns is None else columns
-    n_branches = len(fork.branches)
-    for suffix, values, shape in (("curves", result.curves, (n_branches, result.grid.size)),
-                                  ("shared", result.shared, (result.grid.size,)),
-                                  ("means", result.means, (n_branches,))):
-        full = np.full((adata.n_vars, *shape), np.nan)
-        full[tested] = values
-        adata.varm[f"{name}_{suffix}"] = full
-    for suffix, values in (("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals),
-                           ("effect", result.effect), *_axis_pvalues(adata, name, result, registration)):
-        adata.var[f"{name}_{suffix}"] = _per_gene(adata, tested, values)
+    tested = expression.tested
+    write_genes(
+        adata, name, tested, varm=[("curves", result.curves), ("shared", result.shared), ("means", result.means)],
+        var=[("F", result.fstat), ("pval", result.pvals), ("qval", result.qvals), ("effect", result.effect),
+             *axis_pvalues(adata, name, result, registration)],
+    )
     for suffix, which in (("up", result.up), ("down", result.down)):
-        codes = np.full(adata.n_vars, -1)
-        codes[tested] = np.where(result.degenerate, -1, which)
-        adata.var[f"{name}_{suffix}"] = pd.Categorical.from_codes(codes, categories=list(fork.labels))
+        adata.var[f"{name}_{suffix}"] = categorical(
+            adata.n_vars, tested, np.where(result.degenerate, -1, which), list(fork.labels)
+        )
     in_window = np.isfinite(result.times)
-    codes = np.full(adata.n_obs, -1)
-    codes[rows[in_window]] = fork.group[rows[in_window]]
-    adata.obs[f"{name}_branch"] = pd.Categorical.from_codes(codes, categories=["trunk", *fork.labels])
-    adata.obs[f"{name}_time"] = _per_cell(adata, rows[in_window], result.times[in_window])
+    write_fork_cells(adata, name, fork, rows[in_window], result.times[in_window])
     members = dict(zip(fork.names, fork.branches))
     adata.uns[name] = {
         "method": "fork_test",
         "params": plain_params(dict(
-            key=key, branch_point=fork.branch_point, window=result.window, **source, n_genes=tested.size,
-            n_knots=n_knots, df=df, n_grid=n_grid, registration=registration,
+            key=key, branch_point=fork.branch_point, window=result.window, **expression.source,
+            n_genes=tested.size, n_knots=n_knots, df=df, n_grid=n_grid, registration=registration,
         )),
-        "graph": key,
-        "branch_point": fork.branch_point,
-        "time": "pseudotime" if registration == "none" or result.warp_at_bound else "registered pseudotime",
-        "stretch": result.stretch,
-        "shift": result.shift,
-        "warp_at_bound": result.warp_at_bound,
-        "branches": np.array(fork.labels, dtype=object),
-        "branch_ids": np.array(fork.names, dtype=object),
-        "branch_point_name": node_name(adata, key, fork.branch_point),
-        "segments": {label: np.array(ids, dtype=object) for label, ids in members.items()},
+        **fork_fields(adata, key, fork, result, registration, members),
         "fork": result.fork,
         "window": result.window,
         "grid": result.grid,
         "knots": result.knots,
         "df": result.df,
         "n_cells": result.n_cells.astype(np.int64),
-        "edges": _fork_edges(fork, members),
+        "edges": fork_edges(fork, members),
     }
-    logg.info(
-        f"    finished ({int((result.qvals < 0.05).sum())} genes with q < 0.05{_degenerate_note(result)})",
-        time=start,
+    log_finished(
+        result, start,
         deep=(f"added\n    uns[{name!r}], varm['{name}_curves', '{name}_shared', '{name}_means'], var['{name}_F', "
               f"'{name}_pval', '{name}_qval', '{name}_effect', '{name}_up', '{name}_down'"
-              f"{_axis_columns(name, registration)}], obs['{name}_branch', '{name}_time']"),
+              f"{axis_columns(name, registration)}], obs['{name}_branch', '{name}_time']"),
     )
     return adata if copy else None
 
 
-fork_test.__doc__ = fork_test.__doc__.replace("{model}", _MODEL)
+fork_test.__doc__ = fork_test.__doc__.replace("{model}", MODEL)
+fill_doc(fork_test)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_key, check_random_state, gene_columns
 from ..._anndata.results import plain_params
 from ..._core.stats import modules as modules_core
 from ..._core.validation import check_positive
+from .results import categorical
 
 #: Results whose fitted curves can be clustered.
 CURVE_RESULTS = ("trends", "branch_test", "fork_test", "association_test")
@@ -68,12 +69,11 @@ def trend_modules(
         (one seed drawn from it); the seed used is stored in ``params``.
     key_added
         Name of the result; default ``f"{result}_modules"``.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields (``name`` = ``key_added``):
+    {returns_named}
 
     ``adata.var[name]``
         Categorical module ``"0"``…: NaN for genes not clustered (not
@@ -117,9 +117,7 @@ def trend_modules(
     n_modules = clustered.centers.shape[0]
 
     adata = adata.copy() if copy else adata
-    codes = np.full(adata.n_vars, -1)
-    codes[fitted] = clustered.labels
-    adata.var[name] = pd.Categorical.from_codes(codes, categories=[str(m) for m in range(n_modules)])
+    adata.var[name] = categorical(adata.n_vars, fitted, clustered.labels, [str(m) for m in range(n_modules)])
     centers = np.full((n_modules, int(np.prod(curves.shape[1:]))), np.nan)
     centers[:, clustered.columns] = clustered.centers
     adata.uns[name] = {
@@ -136,3 +134,6 @@ def trend_modules(
         deep=f"added\n    var[{name!r}], uns[{name!r}]",
     )
     return adata if copy else None
+
+
+fill_doc(trend_modules)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 from anndata import AnnData
-from scanpy import logging as logg
 
-from ..._anndata.inputs import check_key, check_random_state, choose_representation, get_representation
-from ..._anndata.progress import solver_run
-from ..._anndata.results import write_result
 from ..._core.cellgraphs.landmarks import DEFAULT_CONVEX_LANDMARKS, landmark_graph
 from ..._core.convex import regularized as core
 from ..._core.graphs import from_edges, knn_edges
-from .landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
+from .landmarks import fit_points, landmark_count, landmark_docs
+from .recipe import cell_graph_summary, finish, fit_params, fit_run, read_input, warn_unconverged, write_cell_graph
 
 
 def convex_embedding(
@@ -138,15 +135,12 @@ def convex_embedding(
         Seed of the k-means landmarks; the exact fit (every cell) is
         deterministic (it starts from the data's own centred kernel) and
         only records it.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.obsm[f"X_{key}"]``
         X̂, the N × d truncated embedding.
@@ -171,10 +165,9 @@ def convex_embedding(
     >>> sks.tl.convex_embedding(adata)
     >>> sc.pl.embedding(adata, basis="convex_embedding", color="true_u")
     """
-    key = check_key(key_added, "convex_embedding")
-    random_state = check_random_state(random_state)
-    use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
+    inputs = read_input(adata, key_added=key_added, method="convex_embedding", use_rep=use_rep, n_pcs=n_pcs,
+                        random_state=random_state)
+    use_rep, data = inputs.use_rep, inputs.data
     n_cells = data.shape[0]
     n_landmarks = landmark_count(n_landmarks, n_cells, limit=core.MAX_POINTS, default=DEFAULT_CONVEX_LANDMARKS,
                                  name="convex_embedding")
@@ -186,13 +179,13 @@ def convex_embedding(
     if scale <= 0:
         raise ValueError(f"All cells coincide in {use_rep!r} (zero spread); there is nothing to embed.")
     data = data / scale
-    points = fit_points(data, n_landmarks, random_state)
+    points = fit_points(data, n_landmarks, inputs.random_state)
     n_points = points.shape[0]
 
     # an iteration costs O(N³): show the bar from about 800 cells (runs of tens of seconds)
-    with solver_run(
-        "convex embedding", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points**3 // 100,
-        dense=True, detail=f" ({loss} loss, {regularizer} regularizer"
+    with fit_run(
+        "convex embedding", inputs, maxiter=maxiter, size=n_points**3 // 100, dense=True,
+        detail=f" ({loss} loss, {regularizer} regularizer"
         + ("" if n_landmarks is None else f", over {n_landmarks} k-means landmarks") + ")",
     ) as run:
         result = core.convex_embedding(
@@ -216,14 +209,10 @@ def convex_embedding(
             neighbourhood = from_edges(edges, np.ones(edges.shape[0]), n_points)
             graph = landmark_graph(raw, points * scale, result.embedding, neighbourhood)
     if not result.converged:
-        logg.warning(
-            f"The convex embedding stopped after maxiter={maxiter} iterations before converging (tol={tol}), so "
-            "it may not be final. Rerun with a larger maxiter."
-        )
+        warn_unconverged("The convex embedding", after=f"maxiter={maxiter} iterations", note=f" (tol={tol})",
+                         what="it")
 
-    params = {
-        "use_rep": use_rep,
-        "n_pcs": data.shape[1],
+    own = {
         "n_components": n_components,
         "loss": loss,
         "regularizer": regularizer,
@@ -234,14 +223,10 @@ def convex_embedding(
         "loss_weight": loss_weight,
         "standardize": standardize,
         "scale": scale,
-        "maxiter": maxiter,
-        "tol": tol,
-        "random_state": random_state,
     }
+    params = fit_params(inputs, data.shape[1], own, maxiter=maxiter, tol=tol)
     if np.isfinite(result.sigma):  # only the exponential and SNE losses have a σ
         params["sigma"] = result.sigma
-    adata = adata.copy() if copy else adata
-    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
     uns = {
         "reconstruction_loss": float(result.reconstruction_loss),
         "loss_value": float(result.loss_value),
@@ -250,17 +235,12 @@ def convex_embedding(
         "eigenvalues": result.eigenvalues,
     }
     top = result.eigenvalues[:n_components].sum() / max(result.eigenvalues.sum(), 1e-300)
-    summary = (f"{result.n_iter} iterations, reconstruction loss {result.reconstruction_loss:.4g}, "
-               f"top {n_components} eigenvalues hold {100 * top:.1f} % of tr K̃")
-    if graph is None:
-        written = write_result(adata, key, method="convex_embedding", params=params, latent=result.embedding,
-                               uns=uns, **fit)
-    else:
-        written = write_landmark_graph(adata, key, method="convex_embedding", graph=graph, space=use_rep,
-                                       params=params, uns=uns, **fit)
-        summary += f"; {landmark_summary(graph)}"
-    run.finished(summary, written)
-    return adata if copy else None
+    summary = cell_graph_summary(f"{result.n_iter} iterations, reconstruction loss {result.reconstruction_loss:.4g}, "
+                                 f"top {n_components} eigenvalues hold {100 * top:.1f} % of tr K̃", graph)
+    return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_cell_graph(
+        target, inputs.key, method="convex_embedding", graph=graph, space=use_rep, params=params, uns=uns,
+        latent=result.embedding, objective=result.objective, n_iter=result.n_iter, converged=result.converged,
+    ))
 
 
 landmark_docs(convex_embedding, limit=core.MAX_POINTS, default=DEFAULT_CONVEX_LANDMARKS)

@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 from anndata import AnnData
-from scanpy import logging as logg
 
-from ..._anndata.inputs import (
-    check_key,
-    check_random_state,
-    choose_representation,
-    get_representation,
-    warn_if_counts,
-    warn_if_diffusion_map,
-    warn_if_few_cells,
-    warn_if_genes,
-    warn_if_scaled,
-)
-from ..._anndata.progress import solver_run
+from ..._anndata.docs import fill_doc
 from ..._anndata.results import write_graph
 from ..._anndata.schema import latent_key
 from ..._core.trees import ddrtree as core
 from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ..._dask import is_dask
+from .recipe import check_tree_input, finish, fit_params, fit_run, read_input, warn_unconverged
 
 
 def ddrtree(
@@ -146,15 +135,12 @@ def ddrtree(
     random_state
         Seed of the k-means initialisation; the same seed gives bit-identical
         results.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.obsm[f"X_{key}"]``
         YW, the N × d coordinates of the cells in the latent space of the
@@ -182,30 +168,22 @@ def ddrtree(
     >>> sks.tl.root(adata, "ddrtree", obs_min="true_pseudotime")
     >>> sks.tl.pseudotime(adata, "ddrtree")
     """
-    key = check_key(key_added, "ddrtree")
-    random_state = check_random_state(random_state)
-    use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
-    warn_if_counts(adata, use_rep, "DDRTree")
-    warn_if_scaled(adata, use_rep, "DDRTree")
-    warn_if_diffusion_map(adata, use_rep, "DDRTree")
-    warn_if_genes(use_rep, data.shape[1], "DDRTree")
-    n_cells = data.shape[0]
-    warn_if_few_cells(n_cells, "DDRTree")
+    inputs = read_input(adata, key_added=key_added, method="ddrtree", use_rep=use_rep, n_pcs=n_pcs,
+                        random_state=random_state, lazy=True)
+    check_tree_input(adata, inputs, "DDRTree")
+    n_cells = inputs.data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
-    chunked = is_dask(data)
-    if chunked:
+    if is_dask(inputs.data):
         from ..._dask.ddrtree import ddrtree_chunked as fit
     else:
         fit = core.ddrtree
 
-    with solver_run(
-        "DDRTree", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_cells * int(resolved_centers),
-        chunked=chunked, detail=f" chunked over {data.numblocks[0]} blocks of cells" if chunked else "",
-    ) as run:
+    pruning = {"prune": prune, "min_branch_extension": min_branch_extension,
+               "min_branch_fraction": min_branch_fraction}
+    with fit_run("DDRTree", inputs, maxiter=maxiter, size=n_cells * int(resolved_centers)) as run:
         result = fit(
-            data,
+            inputs.data,
             n_components=n_components,
             n_centers=resolved_centers,
             sigma=sigma,
@@ -213,40 +191,24 @@ def ddrtree(
             lam=resolved_lam,
             maxiter=maxiter,
             tol=tol,
-            random_state=random_state,
-            prune=prune,
-            min_branch_extension=min_branch_extension,
-            min_branch_fraction=min_branch_fraction,
+            random_state=inputs.random_state,
+            **pruning,
             callback=run.callback,
         )
     if not result.converged:
-        logg.warning(
-            f"DDRTree stopped after maxiter={maxiter} iterations before converging (tol={tol}), so the tree may "
-            "not be final. Rerun with a larger maxiter."
-        )
+        warn_unconverged("DDRTree", after=f"maxiter={maxiter} iterations", note=f" (tol={tol})", what="the tree")
 
-    adata = adata.copy() if copy else adata
-    written = write_graph(
-        adata,
-        key,
+    own = {"n_components": result.projection.shape[1], "n_centers": resolved_centers, "sigma": result.sigma,
+           "gamma": gamma, "lam": resolved_lam}
+    params = fit_params(inputs, inputs.data.shape[1], own, maxiter=maxiter, tol=tol) | pruning
+    summary = f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, {result.n_pruned} spurious branches pruned"
+    return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_graph(
+        target,
+        inputs.key,
         method="ddrtree",
-        params={
-            "use_rep": use_rep,
-            "n_pcs": data.shape[1],
-            "n_components": result.projection.shape[1],
-            "n_centers": resolved_centers,
-            "sigma": result.sigma,
-            "gamma": gamma,
-            "lam": resolved_lam,
-            "maxiter": maxiter,
-            "tol": tol,
-            "prune": prune,
-            "min_branch_extension": min_branch_extension,
-            "min_branch_fraction": min_branch_fraction,
-            "random_state": random_state,
-        },
+        params=params,
         nodes=result.centers,
-        space=latent_key(key),
+        space=latent_key(inputs.key),
         adjacency=result.tree,
         objective=result.objective,
         n_iter=result.n_iter,
@@ -257,9 +219,7 @@ def ddrtree(
         assignment=result.assignment,
         gap_edges=result.gap_edges,
         n_pruned=result.n_pruned,
-    )
-    run.finished(
-        f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, {result.n_pruned} spurious branches pruned",
-        written,
-    )
-    return adata if copy else None
+    ))
+
+
+fill_doc(ddrtree)

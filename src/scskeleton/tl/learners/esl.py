@@ -5,16 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from anndata import AnnData
-from scanpy import logging as logg
 
-from ..._anndata.inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
-from ..._anndata.progress import solver_run
-from ..._anndata.results import write_result
+from ..._anndata.inputs import neighbors_edges
 from ..._anndata.schema import component_key
 from ..._core.cellgraphs import esl as core
 from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
 from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from .landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
+from .landmarks import fit_points, landmark_count, landmark_docs
+from .recipe import (
+    cell_graph_summary,
+    finish,
+    fit_params,
+    fit_run,
+    landmark_detail,
+    read_input,
+    warn_unconverged,
+    write_cell_graph,
+)
 
 
 def esl(
@@ -125,15 +132,12 @@ def esl(
     random_state
         Seed of the k-means landmarks; the exact fit (every cell) is
         deterministic (convex problem (20) solved from W = 0) and only records it.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.obsm[f"X_{key}"]``
         N × m coordinates; each component decoded on its own and centred at the origin.
@@ -162,22 +166,19 @@ def esl(
     >>> sks.tl.esl(adata)
     >>> sks.pl.cell_graph(adata, "esl", side_by_side=True, color="true_component")
     """
-    key = check_key(key_added, "esl")
-    random_state = check_random_state(random_state)
-    use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
+    inputs = read_input(adata, key_added=key_added, method="esl", use_rep=use_rep, n_pcs=n_pcs,
+                        random_state=random_state)
+    data = inputs.data
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="ESL")
     n_points = data.shape[0] if n_landmarks is None else n_landmarks
     edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="ESL")
     core.check_esl_parameters(n_points, n_components=n_components, perplexity=perplexity, lam=lam, C=C,
                               n_neighbors=n_neighbors)
-    points = fit_points(data, n_landmarks, random_state)
+    points = fit_points(data, n_landmarks, inputs.random_state)
 
-    with solver_run(
-        "ESL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points * n_points, dense=True,
-        detail="" if n_landmarks is None else f" over {n_landmarks} k-means landmarks",
-    ) as run:
+    with fit_run("ESL", inputs, maxiter=maxiter, size=n_points * n_points, dense=True,
+                 detail=landmark_detail(n_landmarks)) as run:
         result = core.esl(
             points,
             n_components=n_components,
@@ -194,13 +195,9 @@ def esl(
             data, points, result.coordinates, result.adjacency, groups=result.labels
         )
     if not result.converged:
-        logg.warning(f"ESL stopped after {result.n_iter} iterations before converging, so the embedding may not be "
-                     "final. Rerun with a larger maxiter.")
+        warn_unconverged("ESL", after=f"{result.n_iter} iterations", what="the embedding")
 
-    adata = adata.copy() if copy else adata
-    params = {
-        "use_rep": use_rep,
-        "n_pcs": data.shape[1],
+    own = {
         "n_components": n_components,
         "perplexity": perplexity,
         "lam": lam,
@@ -209,31 +206,23 @@ def esl(
         "C": C,
         "n_neighbors": result.n_neighbors,
         "zero_weight": core.ZERO_WEIGHT * C,
-        "maxiter": maxiter,
-        "tol": tol,
-        "random_state": random_state,
-        **({} if neighbors_key is None else {"neighbors_key": neighbors_key}),
     }
-    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    params = fit_params(inputs, data.shape[1], own, maxiter=maxiter, tol=tol, neighbors_key=neighbors_key)
     uns = {"n_structures": result.n_structures, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)}
-    if graph is None:
-        labels = result.labels
-        written = write_result(
-            adata, key, method="esl", params=params, uns=uns, latent=result.coordinates,
-            connectivities=result.adjacency, obs={component_key(key): _categories(labels, result.n_structures)},
-            **fit,
-        )
-        summary = f"{result.n_iter} iterations, {result.adjacency.nnz // 2} edges, {result.n_structures} component(s)"
-    else:
-        n_groups = int(graph.node_groups.max()) + 1
-        written = write_landmark_graph(
-            adata, key, method="esl", graph=graph, space=use_rep, params=params, uns=uns,
-            obs={component_key(key): _categories(graph.cell_groups, n_groups)}, **fit,
-        )
-        summary = (f"{result.n_iter} iterations, {result.adjacency.nnz // 2} learned edges, "
-                   f"{result.n_structures} component(s); {landmark_summary(graph)}")
-    run.finished(summary, written)
-    return adata if copy else None
+    components = component_key(inputs.key)
+    summary = cell_graph_summary(
+        f"{result.n_iter} iterations, {result.adjacency.nnz // 2} edges, {result.n_structures} component(s)", graph,
+        on_landmarks=f"{result.n_iter} iterations, {result.adjacency.nnz // 2} learned edges, "
+                     f"{result.n_structures} component(s)",
+    )
+    return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_cell_graph(
+        target, inputs.key, method="esl", graph=graph, space=inputs.use_rep, params=params, uns=uns,
+        latent=result.coordinates, connectivities=result.adjacency,
+        obs={components: _categories(result.labels, result.n_structures)},
+        landmark_obs=None if graph is None else {
+            components: _categories(graph.cell_groups, int(graph.node_groups.max()) + 1)},
+        objective=result.objective, n_iter=result.n_iter, converged=result.converged,
+    ))
 
 
 def _categories(labels: np.ndarray, n_labels: int) -> pd.Categorical:

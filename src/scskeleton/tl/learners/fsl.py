@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 from anndata import AnnData
-from scanpy import logging as logg
 
 from ..._anndata.inputs import check_key, check_random_state, get_features
 from ..._anndata.progress import solver_run
-from ..._anndata.results import write_result
 from ..._anndata.schema import latent_key
 from ..._core.cellgraphs import fsl as core
 from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph, medoid_landmarks
 from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from ..._core.validation import check_integer
-from .landmarks import landmark_count, landmark_docs, landmark_summary, write_landmark_graph
+from .landmarks import landmark_count, landmark_docs
+from .recipe import cell_graph_summary, finish, warn_unconverged, write_cell_graph
 
 
 def fsl(
@@ -103,15 +102,12 @@ def fsl(
     random_state
         Seed of the k-means landmarks; the exact fit (every cell) is
         deterministic (fixed start θ = b1/M, W = λ11ᵀ/N) and only records it.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.var[f"{key}_weight"]``
         θ, the weight of every gene.
@@ -172,13 +168,12 @@ def fsl(
             graph = landmark_graph(core.weighted_features(data, result.theta),
                                    core.weighted_features(points, result.theta), result.coordinates, result.adjacency)
     if not result.converged:
-        logg.warning(f"FSL stopped after maxiter={maxiter} iterations before converging (tol={tol}), so the gene "
-                     "weights and the graph may not be final. Rerun with a larger maxiter.")
+        warn_unconverged("FSL", after=f"maxiter={maxiter} iterations", note=f" (tol={tol})",
+                         what="the gene weights and the graph")
 
     order = np.argsort(-result.theta, kind="stable")[:n_features]
     selected = np.zeros(n_genes, dtype=bool)
     selected[order[result.theta[order] > 0]] = True
-    adata = adata.copy() if copy else adata
     params = {
         "layer": "X" if layer is None else layer,
         "n_features": n_features,
@@ -190,20 +185,15 @@ def fsl(
         "tol": tol,
         "random_state": random_state,
     }
-    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged,
-               var={f"{key}_weight": result.theta, f"{key}_selected": selected})
     uns = {"n_weighted": int(np.count_nonzero(result.theta)), "eigenvalues": result.eigenvalues}
-    summary = (f"{result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
-               f"{result.adjacency.nnz // 2} edges")
-    if graph is None:
-        written = write_result(adata, key, method="fsl", params=params, uns=uns, latent=result.coordinates,
-                               connectivities=result.adjacency, **fit)
-    else:
-        written = write_landmark_graph(adata, key, method="fsl", graph=graph, space=latent_key(key), params=params,
-                                       uns=uns, **fit)
-        summary += f"; {landmark_summary(graph)}"
-    run.finished(summary, written)
-    return adata if copy else None
+    summary = cell_graph_summary(f"{result.n_iter} iterations, {int(np.count_nonzero(result.theta))} genes weighted, "
+                                 f"{result.adjacency.nnz // 2} edges", graph)
+    return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_cell_graph(
+        target, key, method="fsl", graph=graph, space=latent_key(key), params=params, uns=uns,
+        latent=result.coordinates, connectivities=result.adjacency, objective=result.objective,
+        n_iter=result.n_iter, converged=result.converged,
+        var={f"{key}_weight": result.theta, f"{key}_selected": selected},
+    ))
 
 
 landmark_docs(fsl, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

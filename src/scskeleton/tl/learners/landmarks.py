@@ -12,6 +12,7 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata.docs import fill_doc
 from ..._anndata.results import write_graph
 from ..._anndata.schema import latent_key
 from ..._core.cellgraphs import landmarks as core
@@ -84,13 +85,14 @@ LANDMARK_NOTE = """
 
 def landmark_docs(function, *, limit: int, default: int) -> None:
     """Fill the shared landmark paragraphs into ``function.__doc__`` (``{landmarks}``, ``{n_landmarks}``,
-    ``{landmark_fields}``)."""
+    ``{landmark_fields}``), and the paragraphs every tool shares (:func:`~scskeleton._anndata.docs.fill_doc`)."""
     function.__doc__ = (
         function.__doc__
         .replace("    {landmarks}", LANDMARK_NOTE.format(limit=limit))
         .replace("{n_landmarks}", LANDMARK_PARAMETER.format(limit=limit, default=min(default, limit)))
         .replace("    {landmark_fields}", LANDMARK_FIELDS)
     )
+    fill_doc(function)
 
 
 def landmark_count(n_landmarks, n_cells: int, *, limit: int, default: int, name: str) -> int | None:

@@ -6,13 +6,21 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from ..._anndata.inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
-from ..._anndata.progress import solver_run
-from ..._anndata.results import write_result
+from ..._anndata.inputs import neighbors_edges
 from ..._core.cellgraphs import mpme as core
 from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
 from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
-from .landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
+from .landmarks import fit_points, landmark_count, landmark_docs
+from .recipe import (
+    cell_graph_summary,
+    finish,
+    fit_params,
+    fit_run,
+    landmark_detail,
+    read_input,
+    warn_unconverged,
+    write_cell_graph,
+)
 
 
 def mpme(
@@ -138,15 +146,12 @@ def mpme(
     random_state
         Seed of the k-means landmarks; the exact fit (every cell) is
         deterministic (convex problem (13) solved from W = 0) and only records it.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.obsm[f"X_{key}"]``
         X, the N × d embedding (eq. 17 or 16).
@@ -166,20 +171,17 @@ def mpme(
     >>> sks.tl.mpme(adata)
     >>> sks.pl.cell_graph(adata, "mpme", color="true_position")
     """
-    key = check_key(key_added, "mpme")
-    random_state = check_random_state(random_state)
-    use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
+    inputs = read_input(adata, key_added=key_added, method="mpme", use_rep=use_rep, n_pcs=n_pcs,
+                        random_state=random_state)
+    data = inputs.data
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="MPME")
     edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="MPME")
-    points = fit_points(data, n_landmarks, random_state)
+    points = fit_points(data, n_landmarks, inputs.random_state)
     n_points = points.shape[0]
 
-    with solver_run(
-        "MPME", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points * n_points, dense=True,
-        detail="" if n_landmarks is None else f" over {n_landmarks} k-means landmarks",
-    ) as run:
+    with fit_run("MPME", inputs, maxiter=maxiter, size=n_points * n_points, dense=True,
+                 detail=landmark_detail(n_landmarks)) as run:
         result = core.mpme(
             points,
             n_components=n_components,
@@ -196,8 +198,8 @@ def mpme(
         )
         graph = None if n_landmarks is None else landmark_graph(data, points, result.embedding, result.similarity)
     if not result.converged:
-        logg.warning(f"MPME stopped after {result.n_iter} iterations before converging (optimizer: {result.message}), "
-                     "so the embedding may not be final. Rerun with a larger maxiter.")
+        warn_unconverged("MPME", after=f"{result.n_iter} iterations", note=f" (optimizer: {result.message})",
+                         what="the embedding")
     n_coinciding = int(np.count_nonzero(result.phi == 0))
     if n_coinciding and not np.isfinite(C):
         logg.info(f"    {n_coinciding} pairs of coinciding cells (φ = 0): with C = inf their weight is capped "
@@ -206,10 +208,7 @@ def mpme(
         logg.warning(f"MPME connected no two cells at lam={lam}, so the embedding shows no structure and should not "
                      "be used. Rerun with a smaller lam.")
 
-    adata = adata.copy() if copy else adata
-    params = {
-        "use_rep": use_rep,
-        "n_pcs": data.shape[1],
+    own = {
         "n_components": n_components,
         "lam": lam,
         "C": C,
@@ -218,25 +217,18 @@ def mpme(
         "sigma": 0.0 if sigma is None else sigma,
         "phi_scale": result.phi_scale,
         "decoder": decoder,
-        "maxiter": maxiter,
-        "tol": tol,
-        "random_state": random_state,
-        **({} if neighbors_key is None else {"neighbors_key": neighbors_key}),
     }
-    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    params = fit_params(inputs, data.shape[1], own, maxiter=maxiter, tol=tol, neighbors_key=neighbors_key)
     uns = {"n_nonzero": result.n_nonzero, "eigenvalues": np.asarray(result.eigenvalues, dtype=float)}
-    if graph is None:
-        written = write_result(
-            adata, key, method="mpme", params=params, uns=uns, latent=result.embedding,
-            connectivities=result.similarity, **fit,
-        )
-        summary = f"{result.n_iter} iterations, {result.n_nonzero // 2} edges"
-    else:
-        written = write_landmark_graph(adata, key, method="mpme", graph=graph, space=use_rep, params=params,
-                                       uns=uns, **fit)
-        summary = f"{result.n_iter} iterations, {result.n_nonzero // 2} learned edges; {landmark_summary(graph)}"
-    run.finished(summary, written)
-    return adata if copy else None
+    summary = cell_graph_summary(
+        f"{result.n_iter} iterations, {result.n_nonzero // 2} edges", graph,
+        on_landmarks=f"{result.n_iter} iterations, {result.n_nonzero // 2} learned edges",
+    )
+    return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_cell_graph(
+        target, inputs.key, method="mpme", graph=graph, space=inputs.use_rep, params=params, uns=uns,
+        latent=result.embedding, connectivities=result.similarity, objective=result.objective,
+        n_iter=result.n_iter, converged=result.converged,
+    ))
 
 
 landmark_docs(mpme, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

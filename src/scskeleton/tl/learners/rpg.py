@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from ..._anndata.inputs import (
-    check_key,
-    check_random_state,
-    choose_representation,
-    get_representation,
-    warn_if_counts,
-    warn_if_diffusion_map,
-    warn_if_few_cells,
-    warn_if_genes,
-    warn_if_scaled,
-)
-from ..._anndata.progress import solver_run
+from ..._anndata.docs import fill_doc
 from ..._anndata.results import write_graph
 from ..._core.trees import rpg as core
+from ..._core.trees.defaults import MIN_NODES
 from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ..._dask import is_dask
+from .recipe import check_tree_input, finish, fit_params, fit_run, read_input, warn_unconverged
 
 _TUNING = """
     Tuning (§6.1 of the paper): start with a small ``sigma``, then lower
@@ -134,15 +127,12 @@ def rpg(
         Key of the results; default ``"rpg"``.
     random_state
         Seed of the k-means landmarks; the same seed gives identical results.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.uns[key]``
         ``method`` (``"rpg"``), ``params`` (with the ``n_pcs`` and ``n_nodes``
@@ -159,27 +149,9 @@ def rpg(
     ``tl.root``, ``tl.pseudotime``, ``tl.path`` and every ``pl`` function work
     on the result.
     """
-    return _fit(
-        adata,
-        graph="tree",
-        default_key="rpg",
-        use_rep=use_rep,
-        n_pcs=n_pcs,
-        n_nodes=n_nodes,
-        sigma=sigma,
-        gamma=gamma,
-        lam=1.0,
-        n_neighbors=0,
-        maxiter=maxiter,
-        tol=tol,
-        over_relax=over_relax,
-        prune=prune,
-        min_branch_extension=min_branch_extension,
-        min_branch_fraction=min_branch_fraction,
-        key_added=key_added,
-        random_state=random_state,
-        copy=copy,
-    )
+    # every parameter as given; the principal tree is the graph of (17) without the ℓ1 terms
+    arguments = {name: value for name, value in locals().items() if name != "adata"}
+    return _fit(adata, graph="tree", default_key="rpg", lam=1.0, n_neighbors=0, **arguments)
 
 
 def rpg_l1(
@@ -271,27 +243,8 @@ def rpg_l1(
     ``tl.pseudotime`` measures pseudotime within the root's connected
     component; cells of other components get NaN (with a warning).
     """
-    return _fit(
-        adata,
-        graph="l1",
-        default_key="rpg_l1",
-        use_rep=use_rep,
-        n_pcs=n_pcs,
-        n_nodes=n_nodes,
-        sigma=sigma,
-        gamma=gamma,
-        lam=lam,
-        n_neighbors=n_neighbors,
-        maxiter=maxiter,
-        tol=tol,
-        over_relax=over_relax,
-        prune=prune,
-        min_branch_extension=min_branch_extension,
-        min_branch_fraction=min_branch_fraction,
-        key_added=key_added,
-        random_state=random_state,
-        copy=copy,
-    )
+    arguments = {name: value for name, value in locals().items() if name != "adata"}  # every parameter as given
+    return _fit(adata, graph="l1", default_key="rpg_l1", **arguments)
 
 
 rpg.__doc__ = rpg.__doc__.replace("{tuning}", _TUNING)
@@ -300,37 +253,31 @@ rpg_l1.__doc__ = rpg_l1.__doc__.replace("{tuning}", _TUNING)
 
 def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, lam, n_neighbors, maxiter, tol,
          over_relax, prune, min_branch_extension, min_branch_fraction, key_added, random_state, copy):
-    key = check_key(key_added, default_key)
-    random_state = check_random_state(random_state)
-    use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, lazy=True, varying=True)
-    warn_if_counts(adata, use_rep, "RPG")
-    warn_if_scaled(adata, use_rep, "RPG")
-    warn_if_diffusion_map(adata, use_rep, "RPG")
-    warn_if_genes(use_rep, data.shape[1], "RPG")
+    inputs = read_input(adata, key_added=key_added, method=default_key, use_rep=use_rep, n_pcs=n_pcs,
+                        random_state=random_state, lazy=True)
+    check_tree_input(adata, inputs, "RPG")
+    data = inputs.data
     n_cells = data.shape[0]
-    warn_if_few_cells(n_cells, "RPG")
     default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes
     resolved_nodes = default_nodes(n_cells) if n_nodes is None else n_nodes
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
-    chunked = is_dask(data)
     columns = None
     if graph == "tree" and n_pcs is None:
-        columns = _tree_columns(data, use_rep, allow_weak=n_nodes is None)
+        columns = _tree_columns(data, inputs.use_rep, allow_weak=n_nodes is None)
         if columns.n_columns < data.shape[1]:
             data = data[:, : columns.n_columns]
         if columns.weak and columns.principal:
-            resolved_nodes = min(core.MIN_NODES, n_cells)
+            resolved_nodes = min(MIN_NODES, n_cells)
     if graph == "l1" and n_neighbors is None:
         n_neighbors = min(core.L1_NEIGHBORS, max(int(resolved_nodes) - 1, 1))
-    if chunked:
+    if is_dask(data):
         from ..._dask.rpg import rpg_chunked as fit
     else:
         fit = core.rpg
 
-    with solver_run(name, use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter,
-                    size=n_cells * int(resolved_nodes), chunked=chunked,
-                    detail=f" chunked over {data.numblocks[0]} blocks of cells" if chunked else "") as run:
+    pruning = {"prune": prune, "min_branch_extension": min_branch_extension,
+               "min_branch_fraction": min_branch_fraction}
+    with fit_run(name, replace(inputs, data=data), maxiter=maxiter, size=n_cells * int(resolved_nodes)) as run:
         result = fit(
             data,
             graph=graph,
@@ -342,40 +289,29 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
             maxiter=maxiter,
             tol=tol,
             over_relax=over_relax,
-            random_state=random_state,
-            prune=prune,
-            min_branch_extension=min_branch_extension,
-            min_branch_fraction=min_branch_fraction,
+            random_state=inputs.random_state,
+            **pruning,
             callback=run.callback,
         )
     if not result.converged:
-        logg.warning(f"{name} stopped after maxiter={maxiter} iterations before converging (tol={tol}), so the "
-                     "graph may not be final. Rerun with a larger maxiter.")
+        warn_unconverged(name, after=f"maxiter={maxiter} iterations", note=f" (tol={tol})", what="the graph")
 
-    params = {
-        "use_rep": use_rep,
-        "n_pcs": data.shape[1],
-        "n_nodes": resolved_nodes,
-        "sigma": result.sigma,
-        "gamma": gamma,
-        "maxiter": maxiter,
-        "tol": tol,
-        "over_relax": over_relax,
-        "random_state": random_state,
-    }
-    params.update(prune=prune, min_branch_extension=min_branch_extension, min_branch_fraction=min_branch_fraction)
+    params = fit_params(inputs, data.shape[1], {"n_nodes": resolved_nodes, "sigma": result.sigma, "gamma": gamma},
+                        maxiter=maxiter, tol=tol)
+    params.update(over_relax=over_relax, **pruning)
     if graph == "l1":
         params.update(lam=lam, n_neighbors=n_neighbors, n_candidate_edges=result.candidate_edges.shape[0])
     if columns is not None and columns.signal_to_noise is not None:
         params.update(signal_to_noise=columns.signal_to_noise)
-    adata = adata.copy() if copy else adata
-    written = write_graph(
-        adata,
-        key,
+    summary = (f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, "
+               f"{result.adjacency.nnz // 2} edges, {result.n_pruned} spurious branches pruned")
+    return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_graph(
+        target,
+        inputs.key,
         method=default_key,
         params=params,
         nodes=result.centers,
-        space=use_rep,
+        space=inputs.use_rep,
         adjacency=result.adjacency,
         objective=result.objective,
         n_iter=result.n_iter,
@@ -384,13 +320,7 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
         gap_edges=result.gap_edges if graph == "tree" else None,
         lp_adjacency=result.lp_adjacency,
         n_pruned=result.n_pruned,
-    )
-    run.finished(
-        f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, "
-        f"{result.adjacency.nnz // 2} edges, {result.n_pruned} spurious branches pruned",
-        written,
-    )
-    return adata if copy else None
+    ))
 
 
 def _tree_columns(data, use_rep: str, *, allow_weak: bool) -> core.TreeColumns:
@@ -406,7 +336,7 @@ def _tree_columns(data, use_rep: str, *, allow_weak: bool) -> core.TreeColumns:
         logg.warning(
             f"The structure of {use_rep!r} stands barely out of its noise (signal-to-noise "
             f"{columns.signal_to_noise:.2f} < {core.LOW_SIGNAL}; e.g. low sequencing depth), so the tree is fitted "
-            f"in its first {columns.n_columns} components, those above the noise, with {core.MIN_NODES} nodes. "
+            f"in its first {columns.n_columns} components, those above the noise, with {MIN_NODES} nodes. "
             "Check the tree with sks.tl.branch_support, or pass n_pcs= and n_nodes= to choose otherwise."
         )
     elif columns.weak:
@@ -417,3 +347,7 @@ def _tree_columns(data, use_rep: str, *, allow_weak: bool) -> core.TreeColumns:
             "it on 'X_pca' with few components (n_pcs=), and check it with sks.tl.branch_support."
         )
     return columns
+
+
+fill_doc(rpg)
+fill_doc(rpg_l1)

@@ -6,14 +6,21 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
-from ..._anndata.inputs import check_key, check_random_state, choose_representation, get_representation, neighbors_edges
-from ..._anndata.progress import solver_run
-from ..._anndata.results import write_result
+from ..._anndata.inputs import neighbors_edges
 from ..._core.cellgraphs import spl as core
 from ..._core.cellgraphs.landmarks import DEFAULT_LANDMARKS, landmark_graph
 from ..._core.cellgraphs.logdet import MAX_DENSE_POINTS
 from ..._core.graphs import fewest_neighbours
-from .landmarks import fit_points, landmark_count, landmark_docs, landmark_summary, write_landmark_graph
+from .landmarks import fit_points, landmark_count, landmark_docs
+from .recipe import (
+    cell_graph_summary,
+    finish,
+    fit_params,
+    fit_run,
+    landmark_detail,
+    read_input,
+    write_cell_graph,
+)
 
 #: k of the kNN graph S lives on when neither n_neighbors nor neighbors_key is given (the paper's setting).
 DEFAULT_NEIGHBORS = 10
@@ -118,15 +125,12 @@ def spl(
         Seed of the k-means landmarks; the exact fit (every cell) is
         deterministic ((17) is concave; the solver starts at S = 0) and only
         records it.
-        ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
-        (one seed drawn from it); the seed used is stored in ``params``.
-    copy
-        Return a copy instead of writing to ``adata``.
+        {seed_kinds}
+    {copy}
 
     Returns
     -------
-    ``None``, or the modified copy when ``copy=True``. Sets the following fields
-    (``key`` = ``key_added``):
+    {returns_fields}
 
     ``adata.obsm[f"X_{key}"]``
         X, the N × d embedding (eq. 22, or KPCA when γ = 0).
@@ -145,10 +149,9 @@ def spl(
     >>> sks.tl.spl(adata)
     >>> sks.pl.cell_graph(adata, "spl", color="true_angle")
     """
-    key = check_key(key_added, "spl")
-    random_state = check_random_state(random_state)
-    use_rep = choose_representation(adata, use_rep)
-    data = get_representation(adata, use_rep=use_rep, n_pcs=n_pcs, varying=True)
+    inputs = read_input(adata, key_added=key_added, method="spl", use_rep=use_rep, n_pcs=n_pcs,
+                        random_state=random_state)
+    data = inputs.data
     n_landmarks = landmark_count(n_landmarks, data.shape[0], limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS,
                                  name="SPL")
     edges = neighbors_edges(adata, neighbors_key, n_neighbors=n_neighbors, n_landmarks=n_landmarks, method="SPL")
@@ -156,13 +159,11 @@ def spl(
         n_neighbors = DEFAULT_NEIGHBORS
     elif edges is not None:
         n_neighbors = fewest_neighbours(edges, adata.n_obs)
-    points = fit_points(data, n_landmarks, random_state)
+    points = fit_points(data, n_landmarks, inputs.random_state)
     n_points = points.shape[0]
 
-    with solver_run(
-        "SPL", use_rep=repr(use_rep), shape=data.shape, maxiter=maxiter, size=n_points * n_points, dense=True,
-        detail="" if n_landmarks is None else f" over {n_landmarks} k-means landmarks",
-    ) as run:
+    with fit_run("SPL", inputs, maxiter=maxiter, size=n_points * n_points, dense=True,
+                 detail=landmark_detail(n_landmarks)) as run:
         result = core.spl(
             points,
             n_components=n_components,
@@ -181,35 +182,17 @@ def spl(
                      "PCA projection and shows no structure. Pass a larger phi_scale, or leave it at None to scale "
                      "it to the data.")
 
-    adata = adata.copy() if copy else adata
-    params = {
-        "use_rep": use_rep,
-        "n_pcs": data.shape[1],
-        "n_components": n_components,
-        "n_neighbors": n_neighbors,
-        "gamma": gamma,
-        "C": C,
-        "phi_scale": result.phi_scale,
-        "maxiter": maxiter,
-        "tol": tol,
-        "random_state": random_state,
-        **({} if neighbors_key is None else {"neighbors_key": neighbors_key}),
-    }
-    fit = dict(objective=result.objective, n_iter=result.n_iter, converged=result.converged)
+    own = {"n_components": n_components, "n_neighbors": n_neighbors, "gamma": gamma, "C": C,
+           "phi_scale": result.phi_scale}
+    params = fit_params(inputs, data.shape[1], own, maxiter=maxiter, tol=tol, neighbors_key=neighbors_key)
     uns = {"projection": result.projection, "n_nonzero": result.n_nonzero}
-    if graph is None:
-        written = write_result(
-            adata, key, method="spl", params=params, uns=uns, latent=result.embedding,
-            connectivities=result.similarity, **fit,
-        )
-        summary = f"{result.n_iter} iterations, {result.n_nonzero // 2} of {result.edges.shape[0]} candidate edges"
-    else:
-        written = write_landmark_graph(adata, key, method="spl", graph=graph, space=use_rep, params=params,
-                                       uns=uns, **fit)
-        summary = (f"{result.n_iter} iterations, {result.n_nonzero // 2} of {result.edges.shape[0]} candidate "
-                   f"edges; {landmark_summary(graph)}")
-    run.finished(summary, written)
-    return adata if copy else None
+    edges_found = f"{result.n_iter} iterations, {result.n_nonzero // 2} of {result.edges.shape[0]} candidate edges"
+    return finish(adata, copy=copy, run=run, summary=cell_graph_summary(edges_found, graph),
+                  write=lambda target: write_cell_graph(
+                      target, inputs.key, method="spl", graph=graph, space=inputs.use_rep, params=params, uns=uns,
+                      latent=result.embedding, connectivities=result.similarity, objective=result.objective,
+                      n_iter=result.n_iter, converged=result.converged,
+                  ))
 
 
 landmark_docs(spl, limit=MAX_DENSE_POINTS, default=DEFAULT_LANDMARKS)

@@ -6,6 +6,7 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata.docs import fill_doc
 from ..._anndata.results import update_entry
 from ..._anndata.schema import (
     cell_assignment,
@@ -57,17 +58,14 @@ def fate_probabilities(adata: AnnData, key: str | None = None, *, copy: bool = F
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
         The trajectory must be a tree
         in every rooted component: a graph with cycles (``tl.rpg_l1``, the cell
         graphs of ``tl.mpme``, ``tl.spl``, ``tl.esl``, ``tl.fsl``) has no single
         way down from the root, and raises a ValueError; fit a principal tree
         on its embedding instead, e.g. ``sks.tl.rpg(adata, use_rep="X_mpme")``.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
@@ -165,3 +163,6 @@ def clear_fates(adata: AnnData, key: str) -> None:
         del adata.obs[fate_entropy_key(key)]
     if "fates" in adata.uns.get(key, {}):
         del adata.uns[key]["fates"]
+
+
+fill_doc(fate_probabilities)

@@ -16,6 +16,7 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata.docs import fill_doc
 from ..._anndata.results import update_entry
 from ..._anndata.schema import fate_probabilities_key, milestone_key, read_graph, resolve_key, unique_names
 
@@ -43,15 +44,12 @@ def milestones(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
     groupby
         An ``.obs`` column of labels, e.g. ``"cell_type"``; ``None`` restores
         the default names.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
@@ -86,16 +84,13 @@ def rename_milestones(
 
     Parameters
     ----------
-    adata
-        Annotated data matrix on which ``tl.pseudotime(adata, key)`` has run.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {adata_pseudotime}
+    {key_fitted}
     mapping
         ``{current name: new name}``, e.g. ``{"tip 1": "Ery", "tip 2": "Mk"}``;
         milestones not named keep their names. The new names must be non-empty
         strings, and all names unique afterwards.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
@@ -320,3 +315,6 @@ def _check_name(name) -> None:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"Milestone names must be non-empty strings; got {name!r}.")
 
+
+fill_doc(milestones)
+fill_doc(rename_milestones)

@@ -6,11 +6,13 @@ import numpy as np
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata.docs import fill_doc
 from ..._anndata.results import update_entry
 from ..._anndata.schema import cell_projection, member_cells, phase_key, resolve_key
 from ..._core.trees import trajectory as core
 from .milestones import node_name
-from .pseudotime import _path_end, rooted_graph
+from .paths import path_end
+from .pseudotime import rooted_graph
 
 
 def phase(
@@ -45,8 +47,7 @@ def phase(
         assignment), reaching it within the first half turn; e.g. cells scored as S
         phase by ``sc.tl.score_genes_cell_cycle``. ``None``: from the loop's start
         towards its neighbour of lower node index (deterministic, not biological).
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
@@ -66,7 +67,7 @@ def phase(
             f"{key!r} has {graph.roots.size} roots, so the phase starts at the first, {node_name(adata, key, start)}. "
             f"To start elsewhere, root the loop once: sks.tl.root(adata, {key!r}, node=...)."
         )
-    target = None if toward is None else _path_end(adata, graph, toward, "toward")
+    target = None if toward is None else path_end(adata, graph, toward, "toward")
     start_time = logg.info(f"computing the phase around the loop of {key!r}")
     adata = adata.copy() if copy else adata
     loop, cells, phases = core.loop_phases(
@@ -84,3 +85,6 @@ def phase(
         deep=f"added\n    obs[{phase_key(key)!r}], uns[{key!r}]['loop']",
     )
     return adata if copy else None
+
+
+fill_doc(phase)

@@ -11,6 +11,7 @@ from scanpy import logging as logg
 from scipy import sparse
 
 from ..._anndata.inputs import check_key, get_expression, get_representation
+from ..._anndata.learners import LEARNERS
 from ..._anndata.results import clear_result
 from ..._anndata.schema import (
     assignment_key,
@@ -37,10 +38,10 @@ from ..._core.validation import as_float_matrix, check_integer
 from .fates import node_fate_table
 from .pseudotime import place_cells, stored_topology
 
-#: Learners whose nodes live in the space of ``use_rep`` itself.
-NODE_SPACE_METHODS = ("rpg", "rpg_l1")
-#: Cell-level learners that write a node graph over landmarks when fitted with ``n_landmarks``.
-LANDMARK_METHODS = ("mpme", "spl", "esl", "fsl", "convex_embedding")
+#: Learners that fit a node graph, whose nodes new cells are assigned to.
+NODE_GRAPH_METHODS = tuple(method for method, learner in LEARNERS.items() if learner.nodes in ("latent", "space"))
+#: Cell-level learners, which write a node graph over landmarks when fitted with ``n_landmarks``.
+LANDMARK_METHODS = tuple(method for method, learner in LEARNERS.items() if learner.nodes == "cells")
 #: Reference cells placing each new cell on a cell-level learner fitted on every cell (sc.pp.neighbors' default).
 DEFAULT_NEIGHBORS = 15
 
@@ -154,12 +155,12 @@ def project(adata_new: AnnData, adata_ref: AnnData, key: str | None = None, *, n
     new_key = check_key(key_added, key)
     params = entry.get("params", {})
     landmarks = graph.method in LANDMARK_METHODS and "assignment_sigma" in params
-    if not (graph.method in ("ddrtree", *NODE_SPACE_METHODS) or landmarks) and "projected_from" in entry:
+    if not (graph.method in NODE_GRAPH_METHODS or landmarks) and "projected_from" in entry:
         raise ValueError(
             f"{key!r} holds cells projected through their neighbours onto the cell graph "
             f"{entry['projected_from']!r} of another AnnData; project onto that reference instead."
         )
-    if not (graph.method in ("ddrtree", *NODE_SPACE_METHODS) or landmarks):
+    if not (graph.method in NODE_GRAPH_METHODS or landmarks):
         raise ValueError(
             f"tl.project places cells on the graphs of tl.ddrtree, tl.rpg, tl.rpg_l1 and of the cell-level learners "
             f"(tl.mpme, tl.spl, tl.esl, tl.fsl, tl.convex_embedding); {key!r} was fitted by "

@@ -9,6 +9,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 from scipy import sparse
 
+from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_key
 from ..._anndata.results import update_entry, write_graph
 from ..._anndata.schema import (
@@ -75,8 +76,7 @@ def subset_tree(
         ``tl.rpg_l1``). The cell graphs of ``tl.mpme``, ``tl.spl``, ``tl.esl``
         and ``tl.fsl`` raise a ValueError: every cell is a node, so a subset
         needs its own fit.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {key_fitted}
     start, end
         The ends of the path to keep: node indices or milestone names
         (``"root"``, ``"tip 2"``).
@@ -85,8 +85,7 @@ def subset_tree(
         names whose spanning subtree is kept.
     key_added
         Key of the result, different from ``key``; default ``f"{key}_subset"``.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
@@ -174,15 +173,13 @@ def cleanup(
     adata
         Annotated data matrix with a node graph (``tl.ddrtree``, ``tl.rpg``,
         ``tl.rpg_l1``, or a ``tl.subset_tree`` result).
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {key_fitted}
     min_cells
         Smallest number of cells a terminal branch must hold; default 10.
     min_length
         Shortest length (sum of edge lengths, in the units of the nodes'
         space) a terminal branch must have; default 0, no limit.
-    copy
-        Return a copy instead of writing to ``adata``.
+    {copy}
 
     Returns
     -------
@@ -324,3 +321,7 @@ def _rerun_phase(adata, key, new_key, old_loop, keep, index, adjacency, roots) -
         return
     following = int(loop[(int(np.flatnonzero(loop == start)[0]) + 1) % loop.size])
     phase(adata, new_key, toward=following)
+
+
+fill_doc(subset_tree)
+fill_doc(cleanup)

@@ -5,23 +5,24 @@ from __future__ import annotations
 import inspect
 import numbers
 from collections.abc import Callable
+from importlib import import_module
 
 import numpy as np
 import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata import progress
+from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_random_state, get_representation
+from ..._anndata.learners import LEARNERS
 from ..._anndata.results import update_entry
 from ..._anndata.schema import StoredGraph, cell_projection, is_cell_graph, read_graph, resolve_key
 from ..._core.trees import support as core
 from ..._core.validation import check_integer
-from ..._anndata import progress
-from ..learners.ddrtree import ddrtree
-from ..learners.rpg import rpg, rpg_l1
 
-#: The node-graph learners a stored tree can be refitted with.
-LEARNERS: dict[str, Callable] = {"ddrtree": ddrtree, "rpg": rpg, "rpg_l1": rpg_l1}
+#: The learners a stored tree can be refitted with: those that fit a node graph.
+REFITTED = tuple(method for method, learner in LEARNERS.items() if learner.nodes in ("latent", "space"))
 
 #: Stored parameters that are not passed back to the learner as they are.
 _NOT_REPLAYED = frozenset({"version", "use_rep", "n_pcs", "key_added", "copy"})
@@ -73,8 +74,7 @@ def branch_support(
     adata
         Annotated data matrix with a tree fitted by ``tl.ddrtree``, ``tl.rpg``
         or ``tl.rpg_l1``, and the representation it was fitted on.
-    key
-        Key of the fitted skeleton in ``adata.uns``; ``None`` uses the only one fitted.
+    {key_fitted}
     n_boot
         Number of refits, ≥ 1. Default 20. The cost is ``n_boot`` fits on
         ``fraction`` of the cells.
@@ -178,16 +178,16 @@ def branch_support(
 
 def _learner(adata: AnnData, key: str, graph: StoredGraph) -> Callable:
     """The ``tl`` function that fitted ``key``; ValueError for anything else."""
-    if graph.method in LEARNERS:
-        return LEARNERS[graph.method]
+    if graph.method in REFITTED:
+        return getattr(import_module("scskeleton.tl"), graph.method)
     if is_cell_graph(adata, key):
         raise ValueError(
             f"{key!r} is a cell-level graph (method {graph.method!r}): every cell is a node, so there are no "
-            f"branches to refit. branch_support needs a tree from {', '.join(f'sks.tl.{m}' for m in LEARNERS)}."
+            f"branches to refit. branch_support needs a tree from {', '.join(f'sks.tl.{m}' for m in REFITTED)}."
         )
     raise ValueError(
         f"adata.uns[{key!r}] was fitted by {graph.method!r}; branch_support refits only "
-        f"{', '.join(f'sks.tl.{m}' for m in LEARNERS)}."
+        f"{', '.join(f'sks.tl.{m}' for m in REFITTED)}."
     )
 
 
@@ -227,3 +227,6 @@ def _refit(learner: Callable, data: np.ndarray, use_rep: str, kwargs: dict) -> t
     projection = cell_projection(sub, graph)
     sets = core.tree_sets(graph.adjacency, projection.edge_start, projection.edge_end, projection.fraction)
     return sets, bool(sub.uns[_REFIT_KEY]["converged"])
+
+
+fill_doc(branch_support)
