@@ -2,7 +2,7 @@
 fingerprints: the guard of a restructure that must not change any output.
 
 ``python tests/battery.py --write`` records the fingerprints of the current code, with the versions
-of the libraries it ran on, in ``tests/data/battery.json``; ``tests/test_battery.py`` runs the
+of the libraries it ran on, in ``tests/data/battery.json``; ``tests/package/test_battery.py`` runs the
 battery again and compares. A fingerprint of an array is its shape, its count of missing values and
 three sums (plain, absolute, and against fixed pseudo-random weights), so that any change of any
 entry shows while the file stays small; strings and categories are compared exactly.

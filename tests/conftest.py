@@ -14,7 +14,7 @@ sc.settings.verbosity = 0
 #: layout or learner of a property whose first case stays in the default run (named after the
 #: arrow), so that a regression in any public function still fails ``pytest``.
 SLOW = {
-    "test_core_trends.py": [
+    "test_spline_tests_calibration.py": [
         "test_branch_p_values_hold_their_level_when_branches_share_the_trend[200-200-200-200@0.05]",
         "test_branch_p_values_hold_their_level_when_branches_share_the_trend[200-200-200-200@0.01]",
         "test_branch_p_values_hold_their_level_when_branches_share_the_trend[300-300-300@0.05]",
@@ -23,27 +23,27 @@ SLOW = {
         "test_branch_p_values_hold_their_level_when_branches_share_the_trend[0-200-200@0.01]",
         "test_branch_p_values_hold_their_level_when_branches_share_the_trend[0-200-200@0.05]",
         "test_branch_p_values_hold_their_level_when_branches_share_the_trend[200-300-150@0.05]",
-        # -> test_trends.py::test_p_values_hold_their_level_on_learned_pseudotime
+        # -> test_trends_and_branch_test.py::test_p_values_hold_their_level_on_learned_pseudotime
         "test_branch_p_values_hold_their_level_in_the_far_tail[200-200-200-200]",
         "test_branch_p_values_hold_their_level_in_the_far_tail[300-300-300]",
         "test_branch_p_values_hold_their_level_in_the_far_tail[0-200-200]",  # -> [200-300-150]
-        # -> test_trends.py::test_p_values_hold_their_level_on_learned_pseudotime (the default's level on null genes)
+        # -> test_trends_and_branch_test.py::test_p_values_hold_their_level_on_learned_pseudotime (the default's level on null genes)
         "test_both_registrations_are_conservative_where_both_axes_are_right[0]",
         "test_both_registrations_are_conservative_where_both_axes_are_right[3]",
         "test_sharp_shared_courses_do_not_pull_the_warp[1]",
         "test_sharp_shared_courses_do_not_pull_the_warp[2]",
         "test_sharp_shared_courses_do_not_pull_the_warp[3]",  # -> [0]
-        # -> test_trends.py::test_both_axes_follow_a_pace_that_changes_along_a_random_walk
+        # -> test_trends_and_branch_test.py::test_both_axes_follow_a_pace_that_changes_along_a_random_walk
         "test_both_registrations_hold_the_level_where_the_warp_mistakes_delays_for_pace[0]",
         "test_both_registrations_hold_the_level_where_the_warp_mistakes_delays_for_pace[2]",
         "test_a_warp_set_by_its_bounds_says_so[2]",  # -> [1]
-        # -> test_trends.py::test_a_branch_too_small_for_its_own_curve_is_left_out_or_lowers_df
+        # -> test_trends_and_branch_test.py::test_a_branch_too_small_for_its_own_curve_is_left_out_or_lowers_df
         "test_a_short_branch_beside_a_long_crowded_one_keeps_its_df_and_the_level",
     ],
-    "test_core_fork_activation_modules.py": [
+    "test_fork_activation_module_statistics.py": [
         f"test_fork_test_calibrated_on_stretched_branches_and_powerful[{seed}]" for seed in range(1, 5)
     ],  # -> [0]
-    "test_trends.py": [
+    "test_trends_and_branch_test.py": [
         # -> test_branch_test_on_learned_pseudotime_calls_few_shared_trend_genes[ddrtree]
         "test_gene_tests_hold_on_curved_branches_in_50_dimensions[ddrtree]",
         "test_gene_tests_hold_on_curved_branches_in_50_dimensions[rpg]",
@@ -56,7 +56,7 @@ SLOW = {
         "test_registration_follows_a_pace_that_changes_faster_than_five_pieces[5-ddrtree]",
         "test_registration_follows_a_pace_that_changes_faster_than_five_pieces[7-rpg]",
         "test_registration_at_a_fork_whose_branch_branches_again",  # -> test_registration_aligns_branches_...[0]
-        # -> test_core_trends.py::test_both_registrations_give_each_gene_the_larger_p_value
+        # -> test_spline_tests_calibration.py::test_both_registrations_give_each_gene_the_larger_p_value
         "test_branch_test_by_default_calls_a_gene_only_where_both_axes_do",
         # no faster case of its own (one fork, 50 s)
         "test_a_genes_p_value_does_not_depend_on_the_other_genes_tested",
@@ -75,7 +75,7 @@ SLOW = {
         "test_fork_test_on_learned_pseudotime_calls_few_shared_trend_genes_and_finds_branch_genes[rpg]",
         "test_fork_test_on_krumsiek11_calls_the_lineage_factors_in_the_right_branch[rpg]",  # -> [ddrtree]
     ],
-    "test_dask_stats.py": [
+    "test_gene_tests_on_chunks.py": [
         "test_the_count_test_reads_the_same_carriers_from_chunks[fork_test]",  # -> [branch_test]
         "test_a_gene_subset_of_chunks_split_across_genes[dense]",
         "test_a_gene_subset_of_chunks_split_across_genes[sparse]",  # -> test_a_dask_layer_and_a_gene_subset

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-TUTORIALS = sorted((Path(__file__).parents[1] / "docs" / "tutorials").glob("*.ipynb"))
+TUTORIALS = sorted((Path(__file__).parents[2] / "docs" / "tutorials").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=[p.name for p in TUTORIALS])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scskeleton"
+PACKAGE = Path(__file__).resolve().parents[2] / "src" / "scskeleton"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 MAX_FILE_LINES = 700
 MAX_FUNCTION_CODE_LINES = 120

@@ -1,4 +1,4 @@
-"""Names, not numbers (issue 61, item 5): every tool that takes a node or a segment takes its milestone name
+"""Names, not numbers: every tool that takes a node or a segment takes its milestone name
 or segment label too, gene-level results name their branches and lineages, and the logs name milestones."""
 
 import anndata

@@ -1,4 +1,4 @@
-"""Default parameters recover the topology: pruning, gap edges, roots (issue: trees a biologist can trust)."""
+"""Default parameters recover the topology: pruning, gap edges, roots."""
 
 import anndata
 import numpy as np

@@ -1,4 +1,4 @@
-"""Milestones (named roots, forks and tips) and fate probabilities (issue 15, items 1 and 4)."""
+"""Milestones (named roots, forks and tips) and fate probabilities."""
 
 import anndata
 import numpy as np

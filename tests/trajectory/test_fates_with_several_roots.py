@@ -1,4 +1,4 @@
-"""Fate probabilities with several roots in one component, and the ternary view of ``pl.fates`` (issue 15)."""
+"""Fate probabilities with several roots in one component, and the ternary view of ``pl.fates``."""
 
 import anndata
 import matplotlib

@@ -1,6 +1,6 @@
 """The ℓ1 graph against the RPG paper's figures (Fig. 5) on its Table 1 test sets.
 
-Acceptance of issue 13: curves are curves (≤ 3 independent cycles, E − V +
+What the figures show, checked: curves are curves (≤ 3 independent cycles, E − V +
 components), the circle is one loop through most of its nodes, two moons and
 three clusters come apart, and both learners converge within 30 iterations.
 Checked on the generated sets of ``sks.datasets`` with random state 0; the

@@ -1,4 +1,4 @@
-"""Sub-trajectories, cleanup and mapping new cells (issue 15, items 3 and 5)."""
+"""Sub-trajectories, cleanup and mapping new cells."""
 
 import anndata
 import numpy as np

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/, where the battery lives
 sys.path.insert(0, str(HERE))
 import battery  # noqa: E402
 

@@ -15,7 +15,7 @@ import scanpy as sc
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 HOWTO = sorted((ROOT / "docs" / "howto").glob("*.md"))
 #: Blocks that talk to a cluster or read the user's files show how, and are not run here.
