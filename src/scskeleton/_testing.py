@@ -14,11 +14,13 @@ import numpy as np
 __all__ = [
     "angle_agreement",
     "branch_majorities",
+    "conditions_with_fates",
     "central_differences",
     "curved_tree",
     "directional_difference",
     "distinct_colours",
     "fit_on_counts",
+    "following_fate",
     "one_nn_accuracy",
     "procrustes_r2",
     "random_walk_tree",
@@ -471,3 +473,40 @@ def realistic_with_shared_genes(seed: int, *, method: str = "ddrtree", n_shared:
         full.var["highly_variable"] = np.r_[adata.var["highly_variable"].to_numpy(dtype=bool), np.ones(n_shared, bool)]
         _learned_on_hvg_pca(full, method)
     return full, names
+
+
+def conditions_with_fates(seed: int, *, n_cells: int = 1200, n_genes: int = 200, n_fates: int = 3, **design):
+    """``simulate_trajectory`` with two conditions (``"control"``, ``"treated"``) and ``design``,
+    log-normalised, 10 PCs, a principal tree rooted at the true root, pseudotime and fate
+    probabilities under ``"rpg"``: the input of the condition tools."""
+    import warnings
+
+    import scanpy as sc
+
+    import scskeleton as sks
+
+    design = {"conditions": ("control", "treated"), **design}
+    adata = sks.datasets.simulate_trajectory(n_cells, n_genes=n_genes, n_fates=n_fates, random_state=seed, n_jobs=1,
+                                             **design)
+    sc.pp.normalize_total(adata)
+    sc.pp.log1p(adata)
+    sc.pp.pca(adata, n_comps=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small noisy fits: the weak-structure notes are expected
+        sks.tl.rpg(adata)
+    sks.tl.root(adata, "rpg", obs_min="true_pseudotime")
+    sks.tl.pseudotime(adata, "rpg")
+    sks.tl.fate_probabilities(adata, "rpg")
+    return adata
+
+
+def following_fate(adata, fate: str, key: str = "rpg") -> int:
+    """The learned fate (column of ``obsm[f"{key}_fate_probabilities"]``) whose probability follows
+    the true ``fate`` most closely (Pearson, over the cells a root reaches)."""
+    truth = (adata.obs["true_fate"] == fate).to_numpy(float)
+    probabilities = np.asarray(adata.obsm[f"{key}_fate_probabilities"])
+    rows = np.isfinite(probabilities).all(axis=1)
+    spread = probabilities[rows].std(axis=0) > 0
+    fit = [np.corrcoef(truth[rows], probabilities[rows, k])[0, 1] if spread[k] else -np.inf
+           for k in range(probabilities.shape[1])]
+    return int(np.argmax(fit))

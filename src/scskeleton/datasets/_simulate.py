@@ -8,6 +8,7 @@ docstring, not taken from either project.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,8 +17,9 @@ from anndata import AnnData
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
+from ._cells import Design, allocate, check_design, fates, positions, sample_cells
 from ._counts import default_threads, draw_counts
-from ._latent_tree import LENGTH_RANGE, branch_path, grow_tree
+from ._latent_tree import LENGTH_RANGE, grow_tree
 
 #: Share of the cells every branch holds at least (``density="uneven"``),
 #: lowered to ``MAX_FLOOR_TOTAL / n_branches`` when there are many branches.
@@ -25,8 +27,6 @@ WEIGHT_FLOOR = 0.04
 MAX_FLOOR_TOTAL = 0.6
 #: Concentration of the symmetric Dirichlet draw of branch weights.
 WEIGHT_CONCENTRATION = 2.0
-#: Share of a branch's cells spread uniformly along it (the rest sit at its state).
-TRANSIT_SHARE = 0.4
 #: The fewest cells any branch may receive.
 MIN_CELLS_PER_BRANCH = 5
 #: Base gene means: Gamma(shape, rate) as in splatter, plus a few high outliers.
@@ -55,6 +55,12 @@ def simulate_trajectory(
     de_fraction: float = 0.1,
     de_lfc_sd: float = 1.2,
     transient_fraction: float = 0.02,
+    conditions: int | Sequence[str] | None = None,
+    samples_per_condition: int = 3,
+    fate_shift: float = 0.0,
+    delay: float = 0.0,
+    missing_fate: str | None = None,
+    sample_sd: float = 0.0,
     random_state: int | np.random.Generator | None = 0,
     n_jobs: int | None = None,
 ) -> AnnData:
@@ -141,6 +147,19 @@ def simulate_trajectory(
     The counts are drawn block by block, so memory beyond the output stays
     small, and in threads (``n_jobs``).
 
+    **Conditions and samples.** With ``conditions`` the cells come from
+    ``samples_per_condition`` samples of each condition, equally many cells
+    per sample, on one tree with one set of gene programs. A sample's share of
+    each branch is the common share times ``exp(N(0, sample_sd²))``,
+    renormalised, so samples of one condition differ as replicates do. The
+    last condition carries the effects, the first is the reference:
+    ``fate_shift`` is added to the first fate's share of the cells on the
+    terminal branches (the other fates' shares shrink in proportion);
+    ``missing_fate`` gets no cells, so its fork is absent from that condition;
+    ``delay`` moves every cell back along its path from the root to pseudotime
+    ``(1 - delay) · t``, so progression lags by that share of each lineage.
+    Without effects the conditions are exchangeable: the null of a comparison.
+
     Parameters
     ----------
     n_cells
@@ -178,6 +197,23 @@ def simulate_trajectory(
     transient_fraction
         Probability that a branch gives a gene a transient bump (0.02), in
         [0, 1].
+    conditions
+        ``None`` (one condition, no samples), a number of conditions (≥ 2,
+        named ``"condition_1"``, …) or their names, e.g. ``("control",
+        "treated")``.
+    samples_per_condition
+        Samples of each condition (3).
+    fate_shift
+        Added to the first fate's share among the fates in the last condition,
+        in (-1, 1); 0.1 is ten percentage points.
+    delay
+        Share of its pseudotime by which every cell of the last condition lags,
+        in [0, 1).
+    missing_fate
+        A fate (``"fate_2"``, …) with no cells in the last condition.
+    sample_sd
+        Sample-to-sample standard deviation of the log share of each branch
+        (0: samples differ only by sampling).
     random_state
         Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it). The integer seed used is stored with the
@@ -217,6 +253,10 @@ def simulate_trajectory(
     ``branch_kind``, ``branch_lineage``, ``branch_n_cells``, ``nodes``,
     ``fates``, ``root``, ``n_fates``, ``n_branch_points``, ``cycle_from``,
     ``cycle_to`` (``""`` without a cycle)) and the generating parameters.
+    With ``conditions`` also ``obs["condition"]`` and ``obs["sample"]``
+    (categorical), and in ``uns["simulate_trajectory"]`` the ``design``,
+    ``samples``, ``sample_condition`` and ``sample_fate_share`` (samples ×
+    fates: the share of each sample's cells heading to each fate).
     """
     settings = _checked(
         n_cells, n_fates=n_fates, n_genes=n_genes, cycle=cycle, disconnected=disconnected, density=density,
@@ -224,16 +264,18 @@ def simulate_trajectory(
         de_fraction=de_fraction, de_lfc_sd=de_lfc_sd, transient_fraction=transient_fraction,
         random_state=random_state, n_jobs=n_jobs,
     )
+    design = check_design(conditions, samples_per_condition=samples_per_condition, fate_shift=fate_shift,
+                          delay=delay, missing_fate=missing_fate, sample_sd=sample_sd, n_fates=settings.n_fates)
     # one generator for every step, in this order: the tree, the cells, the genes, the counts
     rng = np.random.default_rng(settings.random_state)
     tree = grow_tree(rng, settings.n_fates, settings.cycle, settings.disconnected)
-    cells = _draw_cells(rng, tree, settings)
+    cells = _draw_cells(rng, tree, settings, design)
     base_mean, programs = _draw_genes(rng, tree, settings)
     counts = draw_counts(rng, programs, cells["branch"], cells["position"], cells["library"], settings.dispersion,
                          settings.dropout, settings.n_genes, settings.n_jobs)
-    adata = AnnData(X=counts, obs=_cell_truth(tree, cells, settings),
+    adata = AnnData(X=counts, obs=_cell_truth(tree, cells, settings, design),
                     var=_gene_table(tree, programs, base_mean, settings),
-                    uns={"simulate_trajectory": _record(tree, cells, settings)})
+                    uns={"simulate_trajectory": _record(tree, cells, settings, design)})
     adata.layers["counts"] = counts.copy()
     adata.varm["true_lfc"] = programs["lfc_table"].astype(np.float32)
     adata.varm["true_transient"] = programs["bump_table"].astype(np.float32)
@@ -313,21 +355,24 @@ def _checked(n_cells, *, n_fates, n_genes, cycle, disconnected, density, library
                      n_jobs=n_jobs, floor=floor)
 
 
-def _draw_cells(rng, tree: dict, settings: _Settings) -> dict:
+def _draw_cells(rng, tree: dict, settings: _Settings, design: Design | None) -> dict:
     """The cells: how many on each branch (``per_branch``), each cell's ``branch``, its ``position`` along
-    it (0 to 1), the ``fate`` it heads to and its ``library`` size."""
+    it (0 to 1), the ``fate`` it heads to, its ``library`` size and, with a design, its ``sample``."""
     n_branches = len(tree["names"])
     if settings.density == "uneven":
         weight = rng.dirichlet(np.full(n_branches, WEIGHT_CONCENTRATION))
         share = settings.floor + (1.0 - n_branches * settings.floor) * weight
     else:
         share = tree["length"] / tree["length"].sum()
-    per_branch = _allocate(settings.n_cells, share)
-    branch = np.repeat(np.arange(n_branches), per_branch)
-    position = _positions(rng, tree, per_branch, settings.density)
-    fate = _fates(rng, tree, per_branch)
-    library = settings.library_size * np.exp(settings.library_sd * rng.standard_normal(settings.n_cells))
-    return {"per_branch": per_branch, "branch": branch, "position": position, "fate": fate, "library": library}
+    if design is None:
+        per_branch = allocate(settings.n_cells, share)
+        cells = {"per_branch": per_branch, "branch": np.repeat(np.arange(n_branches), per_branch),
+                 "position": positions(rng, tree, per_branch, settings.density),
+                 "fate": fates(rng, tree, per_branch)}
+    else:
+        cells = sample_cells(rng, tree, share, settings.n_cells, settings.density, design)
+    cells["library"] = settings.library_size * np.exp(settings.library_sd * rng.standard_normal(settings.n_cells))
+    return cells
 
 
 def _draw_genes(rng, tree: dict, settings: _Settings) -> tuple[np.ndarray, dict]:
@@ -344,10 +389,11 @@ def _lineage_names(settings: _Settings) -> list[str]:
     return ["lineage_1", "lineage_2"] if settings.disconnected else ["lineage_1"]
 
 
-def _cell_truth(tree: dict, cells: dict, settings: _Settings) -> pd.DataFrame:
-    """``obs``: each cell's true pseudotime, branch, fate and lineage, and its library size."""
+def _cell_truth(tree: dict, cells: dict, settings: _Settings, design: Design | None) -> pd.DataFrame:
+    """``obs``: each cell's true pseudotime, branch, fate and lineage, its library size and, with a
+    design, its condition and sample."""
     branch = cells["branch"]
-    return pd.DataFrame(
+    obs = pd.DataFrame(
         {
             "true_pseudotime": tree["start_time"][branch] + cells["position"] * tree["length"][branch],
             "true_branch": pd.Categorical.from_codes(branch, categories=tree["names"]),
@@ -357,6 +403,11 @@ def _cell_truth(tree: dict, cells: dict, settings: _Settings) -> pd.DataFrame:
         },
         index=[f"cell_{i}" for i in range(settings.n_cells)],
     )
+    if design is not None:
+        samples, conditions = zip(*design.samples)
+        obs["condition"] = pd.Categorical(np.asarray(conditions)[cells["sample"]], categories=design.conditions)
+        obs["sample"] = pd.Categorical.from_codes(cells["sample"], categories=list(samples))
+    return obs
 
 
 def _gene_table(tree: dict, programs: dict, base_mean: np.ndarray, settings: _Settings) -> pd.DataFrame:
@@ -377,10 +428,10 @@ def _gene_table(tree: dict, programs: dict, base_mean: np.ndarray, settings: _Se
     return var
 
 
-def _record(tree: dict, cells: dict, settings: _Settings) -> dict:
+def _record(tree: dict, cells: dict, settings: _Settings, design: Design | None) -> dict:
     """``uns["simulate_trajectory"]``: the tree, its cells per branch, and the generating parameters."""
     node_kind = tree["node_kind"]
-    return {
+    record = {
         "branches": np.array(tree["names"]),
         "branch_parent": tree["parent"],
         "branch_length": tree["length"],
@@ -400,67 +451,13 @@ def _record(tree: dict, cells: dict, settings: _Settings) -> dict:
         "cycle_to": tree["cycle_to"],
         "params": settings.params(),
     }
-
-
-def _allocate(n_cells: int, share: np.ndarray) -> np.ndarray:
-    """Integer counts proportional to ``share`` summing to ``n_cells`` (largest remainder)."""
-    exact = n_cells * share / share.sum()
-    counts = np.floor(exact).astype(np.int64)
-    remainder = n_cells - counts.sum()
-    counts[np.argsort(-(exact - counts), kind="stable")[:remainder]] += 1
-    return counts
-
-
-def _positions(rng, tree: dict, per_branch: np.ndarray, density: str) -> np.ndarray:
-    """Relative position (0 at a branch's start, 1 at its end) of every cell."""
-    pieces = []
-    node_kind = tree["node_kind"]
-    for b, n in enumerate(per_branch):
-        if density == "uniform" or tree["kind"][b] == "cycle":
-            pieces.append(rng.uniform(0.0, 1.0, n))
-            continue
-        at_root = node_kind[tree["start"][b]] == "root"
-        at_tip = node_kind[tree["end"][b]] == "fate"
-        if at_root and at_tip:  # a linear path: progenitor and terminal states
-            modes = [(1.5, 4.0), (4.0, 1.5)]
-        elif at_root:
-            modes = [(1.5, 4.0)]
-        elif at_tip:
-            modes = [(4.0, 1.5)]
-        else:
-            modes = [(3.0, 3.0)]
-        transit = rng.random(n) < TRANSIT_SHARE
-        mode = rng.integers(len(modes), size=n)
-        a = np.array([m[0] for m in modes])[mode]
-        c = np.array([m[1] for m in modes])[mode]
-        pieces.append(np.where(transit, rng.uniform(0.0, 1.0, n), rng.beta(a, c)))
-    return np.concatenate(pieces)
-
-
-def _fates(rng, tree: dict, per_branch: np.ndarray) -> np.ndarray:
-    """Index (into ``tree["fates"]``) of the fate every cell heads to."""
-    fate_index = {name: i for i, name in enumerate(tree["fates"])}
-    nodes, parent = tree["nodes"], tree["parent"]
-    n_branches = len(parent)
-    terminal = [b for b in range(n_branches)
-                if tree["kind"][b] != "cycle" and nodes[tree["end"][b]] in fate_index]
-    below = {b: [] for b in range(n_branches)}  # terminal branches at or below each branch
-    for t in terminal:
-        for b in branch_path(parent, t):
-            below[b].append(t)
-    pieces = []
-    for b, n in enumerate(per_branch):
-        if tree["kind"][b] == "cycle":  # past the last fate, on the way back
-            options = [fate_index[tree["cycle_from"]]]
-            weight = np.ones(1)
-        else:
-            options = [fate_index[nodes[tree["end"][t]]] for t in below[b]]
-            weight = per_branch[below[b]].astype(float)
-        if len(options) == 1:
-            pieces.append(np.full(n, options[0], dtype=np.int64))
-        else:
-            pieces.append(np.asarray(options)[rng.choice(len(options), size=n, p=weight / weight.sum())])
-    return np.concatenate(pieces)
+    if design is not None:
+        samples, conditions = zip(*design.samples)
+        heading = np.zeros((len(samples), len(tree["fates"])))
+        np.add.at(heading, (cells["sample"], cells["fate"]), 1.0)
+        record.update(design=design.record(), samples=np.array(samples), sample_condition=np.array(conditions),
+                      sample_fate_share=heading / heading.sum(axis=1, keepdims=True))
+    return record
 
 
 def _changes(rng, n_genes: int, probability: float, scale: float, *, low: float = MIN_LFC):

@@ -1,5 +1,6 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
+from .conditions.fates import condition_fates
 from .genes.activation import activation
 from .genes.association_test import association_test
 from .genes.branch_test import branch_test
@@ -29,6 +30,7 @@ __all__ = [
     "branch_support",
     "branch_test",
     "cleanup",
+    "condition_fates",
     "convex_embedding",
     "ddrtree",
     "esl",

@@ -1,0 +1,157 @@
+"""``tl.condition_fates`` and the generator's conditions: samples are the replicates, the p-values
+hold their level when conditions are exchangeable, ignoring the samples inflates them, and real
+shifts of a fate's share are found."""
+
+import warnings
+
+import anndata
+import numpy as np
+import pytest
+from scipy import stats
+
+import scskeleton as sks
+from scskeleton._testing import conditions_with_fates, following_fate
+
+N_NULL = 40
+
+
+def _fitted(random_state, samples_per_condition=3, **design):
+    return conditions_with_fates(random_state, samples_per_condition=samples_per_condition, **design)
+
+
+@pytest.fixture(scope="module")
+def null_fits():
+    return [_fitted(seed, sample_sd=0.5) for seed in range(N_NULL)]
+
+
+@pytest.fixture(scope="module")
+def shifted():
+    return _fitted(101, fate_shift=0.25, sample_sd=0.1)
+
+
+def _pvalues(fits, **kwargs):
+    """Every fate's p-value of every data set (data sets × fates, NaN where a tree has fewer fates)."""
+    found = np.full((len(fits), 8), np.nan)
+    for row, adata in enumerate(fits):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sks.tl.condition_fates(adata, "rpg", condition="condition", key_added="compared", **kwargs)
+        pvals = adata.uns["compared"]["pval"]
+        found[row, : pvals.size] = pvals
+    return found
+
+
+def _holds_the_level(pvals):
+    """The false-positive rate at 0.05 within two binomial standard errors of it, and the p-values of
+    one fate a data set (independent draws; a tree's fates share one composition) uniform."""
+    pooled = pvals[np.isfinite(pvals)]
+    rate = np.mean(pooled < 0.05)
+    assert rate <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / pooled.size), rate
+    assert stats.kstest(pvals[:, 0], "uniform").pvalue > 0.01
+
+
+def test_p_values_are_uniform_when_conditions_are_exchangeable(null_fits):
+    _holds_the_level(_pvalues(null_fits, sample="sample"))
+
+
+@pytest.mark.slow
+def test_p_values_are_uniform_with_ten_samples_a_condition():
+    _holds_the_level(_pvalues([_fitted(seed, samples_per_condition=10, sample_sd=0.5) for seed in range(N_NULL)],
+                              sample="sample"))
+
+
+def test_ignoring_the_samples_inflates_the_false_positives(null_fits):
+    by_cell, by_sample = _pvalues(null_fits), _pvalues(null_fits, sample="sample")
+    by_cell, by_sample = by_cell[np.isfinite(by_cell)], by_sample[np.isfinite(by_sample)]
+    assert np.mean(by_cell < 0.05) > 0.3 > 3 * np.mean(by_sample < 0.05)
+
+
+def test_a_shift_of_a_fates_share_is_found_in_that_fate(shifted):
+    sks.tl.condition_fates(shifted, "rpg", condition="condition", sample="sample")
+    result = shifted.uns["rpg_condition_fates"]
+    first = following_fate(shifted, "fate_1")
+    assert result["pval"][first] < 0.05 and result["effect"][first] > 0
+    true_shares = shifted.uns["simulate_trajectory"]["sample_fate_share"][:, 0]
+    treated = shifted.uns["simulate_trajectory"]["sample_condition"] == "treated"
+    assert true_shares[treated].mean() - true_shares[~treated].mean() > 0.15
+
+
+def test_the_result_survives_h5ad_and_names_what_it_compared(shifted, tmp_path):
+    sks.tl.condition_fates(shifted, "rpg", condition="condition", sample="sample", reference="treated",
+                           key_added="against_treated")
+    result = shifted.uns["against_treated"]
+    assert list(result["conditions"]) == ["treated", "control"]
+    assert result["unit_shares"].shape == (6, len(result["fates"]))
+    np.testing.assert_allclose(result["unit_shares"].sum(axis=1), 1.0)
+    path = tmp_path / "compared.h5ad"
+    shifted.write_h5ad(path)
+    back = anndata.read_h5ad(path).uns["against_treated"]
+    np.testing.assert_array_equal(back["pval"], result["pval"])
+    assert list(back["units"]) == list(result["units"])
+
+
+def test_lazy_fate_probabilities_give_the_same_result(shifted):
+    da = pytest.importorskip("dask.array")
+    lazy = shifted.copy()
+    lazy.obsm["rpg_fate_probabilities"] = da.from_array(np.asarray(shifted.obsm["rpg_fate_probabilities"]),
+                                                        chunks=(300, -1))
+    for adata in (shifted, lazy):
+        sks.tl.condition_fates(adata, "rpg", condition="condition", sample="sample", key_added="same")
+    np.testing.assert_array_equal(lazy.uns["same"]["pval"], shifted.uns["same"]["pval"])
+
+
+@pytest.mark.parametrize("change, kwargs, error, fragment", [
+    (None, {"condition": "missing"}, KeyError, "not a column"),
+    (None, {"condition": "condition", "sample": "missing"}, KeyError, "not a column"),
+    ("one_condition", {"condition": "condition", "sample": "sample"}, ValueError, "at least two"),
+    ("one_sample_each", {"condition": "condition", "sample": "sample"}, ValueError, "fewer than two samples"),
+    ("mixed_sample", {"condition": "condition", "sample": "sample"}, ValueError, "several conditions"),
+    (None, {"condition": "condition", "reference": "nothing"}, ValueError, "reference"),
+    ("no_fates", {"condition": "condition", "sample": "sample"}, KeyError, "fate_probabilities"),
+])
+def test_bad_input_is_refused_and_leaves_adata_alone(shifted, change, kwargs, error, fragment):
+    adata = shifted.copy()
+    if change == "one_condition":
+        adata.obs["condition"] = "control"
+    elif change == "one_sample_each":
+        adata.obs["sample"] = adata.obs["condition"].astype(str)
+    elif change == "mixed_sample":
+        adata.obs["sample"] = adata.obs["sample"].astype(str)
+        adata.obs.iloc[0, adata.obs.columns.get_loc("sample")] = adata.obs["sample"].iloc[-1]
+    elif change == "no_fates":
+        del adata.obsm["rpg_fate_probabilities"]
+    before = set(adata.uns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(error, match=fragment):
+            sks.tl.condition_fates(adata, "rpg", **kwargs)
+    assert set(adata.uns) == before
+
+
+def test_the_generator_draws_samples_with_the_asked_effects():
+    base = dict(n_cells=1500, n_genes=50, n_fates=3, random_state=4, n_jobs=1)
+    plain = sks.datasets.simulate_trajectory(**base)
+    assert "condition" not in plain.obs and "design" not in plain.uns["simulate_trajectory"]
+    adata = sks.datasets.simulate_trajectory(**base, conditions=3, samples_per_condition=2, missing_fate="fate_2",
+                                             delay=0.3)
+    assert list(adata.obs["condition"].cat.categories) == ["condition_1", "condition_2", "condition_3"]
+    assert adata.obs["sample"].nunique() == 6 and (adata.obs["sample"].value_counts() == 250).all()
+    last = (adata.obs["condition"] == "condition_3").to_numpy()
+    assert not (adata.obs["true_fate"][last] == "fate_2").any() and (adata.obs["true_fate"][~last] == "fate_2").any()
+    time = adata.obs["true_pseudotime"].to_numpy()
+    # the delay moves cells back along their own paths; the missing fate alone would not lower it this much
+    assert time[last].mean() < 0.85 * time[~last].mean()
+    assert sks.datasets.simulate_trajectory(**base, conditions=2).obs["sample"].nunique() == 6
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"fate_shift": 0.1}, "pass conditions="),
+    ({"conditions": 1}, "conditions"),
+    ({"conditions": ("a", "a")}, "two different"),
+    ({"conditions": 2, "missing_fate": "fate_9"}, "missing_fate"),
+    ({"conditions": 2, "delay": 1.0}, "delay"),
+    ({"conditions": 2, "samples_per_condition": 0}, "samples_per_condition"),
+])
+def test_the_generator_refuses_a_design_it_cannot_draw(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        sks.datasets.simulate_trajectory(600, n_genes=30, **kwargs)

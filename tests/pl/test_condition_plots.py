@@ -1,0 +1,40 @@
+"""``pl.condition_fates`` draws every sample's fate shares from the stored comparison alone."""
+
+
+import matplotlib.pyplot as plt
+import pytest
+
+import scskeleton as sks
+from scskeleton._testing import conditions_with_fates
+
+
+@pytest.fixture(scope="module")
+def compared():
+    adata = conditions_with_fates(5, fate_shift=0.2, sample_sd=0.2)
+    sks.tl.condition_fates(adata, "rpg", condition="condition", sample="sample")
+    return adata
+
+
+def test_one_bar_per_sample_stacked_to_one_with_the_p_values_in_the_legend(compared):
+    before = compared.copy()
+    ax = sks.pl.condition_fates(compared, "rpg_condition_fates", show=False)
+    result = compared.uns["rpg_condition_fates"]
+    n_units, n_fates = result["unit_shares"].shape
+    bars = [patch for container in ax.containers for patch in container]
+    assert len(bars) == n_units * n_fates
+    tops = {}
+    for patch in bars:
+        x = round(patch.get_x(), 6)
+        tops[x] = max(tops.get(x, 0.0), patch.get_y() + patch.get_height())
+    assert all(abs(top - 1.0) < 1e-9 for top in tops.values())
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert all(label.startswith(fate) and "p = " in label for label, fate in zip(labels, result["fates"]))
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(result["units"])
+    assert {t.get_text() for t in ax.texts} >= {"control", "treated"}
+    assert compared.uns.keys() == before.uns.keys() and compared.obs.equals(before.obs)
+    plt.close("all")
+
+
+def test_a_missing_result_names_the_ones_present(compared):
+    with pytest.raises(KeyError, match="rpg_condition_fates"):
+        sks.pl.condition_fates(compared, "rpg", show=False)
