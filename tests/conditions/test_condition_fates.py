@@ -7,63 +7,29 @@ import warnings
 import anndata
 import numpy as np
 import pytest
-from scipy import stats
 
 import scskeleton as sks
 from scskeleton._testing import conditions_with_fates, following_fate
 
-N_NULL = 40
-
-
-def _fitted(random_state, samples_per_condition=3, **design):
-    return conditions_with_fates(random_state, samples_per_condition=samples_per_condition, **design)
-
-
-@pytest.fixture(scope="module")
-def null_fits():
-    return [_fitted(seed, sample_sd=0.5) for seed in range(N_NULL)]
-
-
-@pytest.fixture(scope="module")
-def shifted():
-    return _fitted(101, fate_shift=0.25, sample_sd=0.1)
-
-
-def _pvalues(fits, **kwargs):
-    """Every fate's p-value of every data set (data sets × fates, NaN where a tree has fewer fates)."""
-    found = np.full((len(fits), 8), np.nan)
-    for row, adata in enumerate(fits):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sks.tl.condition_fates(adata, "rpg", condition="condition", key_added="compared", **kwargs)
-        pvals = adata.uns["compared"]["pval"]
-        found[row, : pvals.size] = pvals
-    return found
-
-
-def _holds_the_level(pvals):
-    """The false-positive rate at 0.05 within two binomial standard errors of it, and the p-values of
-    one fate a data set (independent draws; a tree's fates share one composition) uniform."""
-    pooled = pvals[np.isfinite(pvals)]
-    rate = np.mean(pooled < 0.05)
-    assert rate <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / pooled.size), rate
-    assert stats.kstest(pvals[:, 0], "uniform").pvalue > 0.01
-
+from condition_checks import N_NULL, holds_the_level, inflated_without_samples, null_data_set, pvalues
 
 def test_p_values_are_uniform_when_conditions_are_exchangeable(null_fits):
-    _holds_the_level(_pvalues(null_fits, sample="sample"))
+    holds_the_level(pvalues(null_fits, sks.tl.condition_fates, sample="sample"))
 
 
 @pytest.mark.slow
 def test_p_values_are_uniform_with_ten_samples_a_condition():
-    _holds_the_level(_pvalues([_fitted(seed, samples_per_condition=10, sample_sd=0.5) for seed in range(N_NULL)],
-                              sample="sample"))
+    fits = [null_data_set(seed, samples_per_condition=10) for seed in range(N_NULL)]
+    holds_the_level(pvalues(fits, sks.tl.condition_fates, sample="sample"))
 
 
 def test_ignoring_the_samples_inflates_the_false_positives(null_fits):
-    by_cell, by_sample = _pvalues(null_fits), _pvalues(null_fits, sample="sample")
-    by_cell, by_sample = by_cell[np.isfinite(by_cell)], by_sample[np.isfinite(by_sample)]
-    assert np.mean(by_cell < 0.05) > 0.3 > 3 * np.mean(by_sample < 0.05)
+    inflated_without_samples(null_fits, sks.tl.condition_fates)
+
+
+@pytest.fixture(scope="module")
+def shifted():
+    return conditions_with_fates(101, fate_shift=0.25, sample_sd=0.1)
 
 
 def test_a_shift_of_a_fates_share_is_found_in_that_fate(shifted):

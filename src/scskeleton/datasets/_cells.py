@@ -144,11 +144,11 @@ def sample_cells(rng, tree: dict, share: np.ndarray, n_cells: int, density: str,
     per_sample = allocate(n_cells, np.ones(len(samples)))
     terminal = _terminal_branches(tree)
     parts = []
+    # the effects move the common shares, around which the samples then vary
+    shares = {False: share, True: _with_effects(share, terminal, tree, design)}
     for s, ((_, condition), n) in enumerate(zip(samples, per_sample)):
-        own = share * np.exp(design.sample_sd * rng.standard_normal(share.size))
         treated = condition == design.conditions[-1]
-        if treated:
-            own = _with_effects(own, terminal, tree, design)
+        own = shares[treated] * np.exp(design.sample_sd * rng.standard_normal(share.size))
         per_branch = allocate(n, own / own.sum())
         branch = np.repeat(np.arange(share.size), per_branch)
         position = positions(rng, tree, per_branch, density)
@@ -181,7 +181,8 @@ def _with_effects(share: np.ndarray, terminal: dict[str, int], tree: dict, desig
         first = within[0] + design.fate_shift
         if not 0.0 < first < 1.0:
             raise ValueError(f"fate_shift={design.fate_shift} takes the first fate's share among the fates "
-                             f"({within[0]:.2f} in this tree) out of (0, 1); choose a smaller shift.")
+                             f"({within[0]:.2f} in this tree) out of (0, 1); choose a smaller shift or another "
+                             "random_state.")
         rest = within[1:] * (1.0 - first) / within[1:].sum()
         share[ends] = total * np.concatenate([[first], rest])
     return share

@@ -149,16 +149,17 @@ def simulate_trajectory(
 
     **Conditions and samples.** With ``conditions`` the cells come from
     ``samples_per_condition`` samples of each condition, equally many cells
-    per sample, on one tree with one set of gene programs. A sample's share of
-    each branch is the common share times ``exp(N(0, sample_sd²))``,
-    renormalised, so samples of one condition differ as replicates do. The
-    last condition carries the effects, the first is the reference:
-    ``fate_shift`` is added to the first fate's share of the cells on the
-    terminal branches (the other fates' shares shrink in proportion);
+    per sample, on one tree with one set of gene programs. The last condition
+    carries the effects, the first is the reference: ``fate_shift`` is added
+    to the first fate's share of the cells on the terminal branches (the
+    other fates' shares shrink in proportion);
     ``missing_fate`` gets no cells, so its fork is absent from that condition;
     ``delay`` moves every cell back along its path from the root to pseudotime
     ``(1 - delay) · t``, so progression lags by that share of each lineage.
-    Without effects the conditions are exchangeable: the null of a comparison.
+    A sample's share of each branch is its condition's share times
+    ``exp(N(0, sample_sd²))``, renormalised, so samples of one condition
+    differ as replicates do. Without effects the conditions are
+    exchangeable: the null of a comparison.
 
     Parameters
     ----------

@@ -1,6 +1,7 @@
 """Tools: fit skeletons and extract trajectories (``adata`` in, ``adata`` out)."""
 
 from .conditions.fates import condition_fates
+from .conditions.progression import condition_progression
 from .genes.activation import activation
 from .genes.association_test import association_test
 from .genes.branch_test import branch_test
@@ -31,6 +32,7 @@ __all__ = [
     "branch_test",
     "cleanup",
     "condition_fates",
+    "condition_progression",
     "convex_embedding",
     "ddrtree",
     "esl",

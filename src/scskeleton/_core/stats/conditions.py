@@ -21,19 +21,25 @@ import numpy as np
 from scipy import sparse, stats
 
 
-def unit_means(values: np.ndarray, unit_of_cell: np.ndarray, n_units: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean of ``values`` (cells × columns) over the cells of every unit, and each unit's cell count.
+def unit_means(values: np.ndarray, unit_of_cell: np.ndarray, n_units: int,
+               weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of ``values`` (cells × columns) over the cells of every unit, weighted by ``weights``
+    (cells × columns, e.g. each cell's probability of a lineage) when given; and each unit's total
+    weight (its cell count without weights), per column.
 
-    Cells with a unit code below 0, or with a missing value in any column, count for no unit.
+    Cells with a unit code below 0, or with a missing value or weight in any column, count for no
+    unit; a unit without weight in a column has a NaN mean there.
     """
     values = np.asarray(values, dtype=float)
-    keep = (unit_of_cell >= 0) & np.isfinite(values).all(axis=1)
+    weights = np.ones_like(values) if weights is None else np.asarray(weights, dtype=float)
+    keep = (unit_of_cell >= 0) & np.isfinite(values).all(axis=1) & np.isfinite(weights).all(axis=1)
     rows = np.flatnonzero(keep)
     member = sparse.csr_matrix((np.ones(rows.size), (unit_of_cell[rows], rows)), shape=(n_units, values.shape[0]))
-    counts = np.asarray(member.sum(axis=1)).ravel()
-    sums = member @ np.where(keep[:, None], values, 0.0)
+    weights = np.where(keep[:, None], weights, 0.0)
+    totals = member @ weights
+    sums = member @ (weights * np.where(keep[:, None], values, 0.0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return sums / counts[:, None], counts.astype(np.int64)
+        return np.where(totals > 0, sums / totals, np.nan), totals
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,9 @@ from scanpy import logging as logg
 
 from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_key
-from ..._anndata.results import plain_params
 from ..._anndata.schema import fate_probabilities_key, resolve_key
 from ..._core.stats.conditions import compare_conditions, unit_means
-from ..._core.stats.inference import benjamini_hochberg
-from .units import read_units
+from .units import comparison_entry, counted_units, read_units
 
 
 def condition_fates(
@@ -95,31 +93,15 @@ def condition_fates(
     start = logg.info(f"comparing the fates of {key!r} between {len(units.conditions)} conditions of "
                       f"obs[{condition!r}] over {'the samples of obs[' + repr(sample) + ']' if sample else 'cells'}")
     shares, n_cells = unit_means(np.asarray(adata.obsm[column]), units.cell_unit, units.names.size)
-    counted = n_cells > 0  # units whose cells all lie where no root reaches count for nothing
-    present = [np.sum(counted & (units.condition == c)) for c in range(len(units.conditions))]
-    if min(present) < (2 if sample else 1):
-        raise ValueError(f"Too few units with fate probabilities in some condition ({dict(zip(units.conditions, present))}); "
-                         f"root every part of {key!r} and rerun sks.tl.fate_probabilities.")
+    n_cells = n_cells[:, 0].astype(np.int64)
+    counted = counted_units(units, n_cells, key)
     comparison = compare_conditions(shares[counted], units.condition[counted], len(units.conditions))
 
     adata = adata.copy() if copy else adata
-    adata.uns[name] = {
-        "method": "condition_fates",
-        "params": plain_params(dict(condition=condition, sample=sample or "", reference=units.conditions[0])),
-        "graph": key,
-        "fates": np.asarray(fates, dtype=object),
-        "conditions": np.asarray(units.conditions, dtype=object),
-        "test": comparison.test,
-        "effect": comparison.effect,
-        "statistic": comparison.statistic,
-        "pval": comparison.pvals,
-        "qval": benjamini_hochberg(comparison.pvals),
-        "means": comparison.means,
-        "units": np.asarray(units.names[counted], dtype=object),
-        "unit_condition": np.asarray(units.conditions, dtype=object)[units.condition[counted]],
-        "unit_n_cells": n_cells[counted],
-        "unit_shares": shares[counted],
-    }
+    adata.uns[name] = comparison_entry(
+        "condition_fates", key, units, counted, comparison, condition=condition, sample=sample,
+        fates=np.asarray(fates, dtype=object), unit_n_cells=n_cells[counted], unit_shares=shares[counted],
+    )
     best = int(np.argmin(comparison.pvals))
     logg.info(f"    finished (smallest p = {comparison.pvals[best]:.3g}, {fates[best]})", time=start,
               deep=f"added\n    uns[{name!r}]")

@@ -9,6 +9,9 @@ import pandas as pd
 from anndata import AnnData
 from scanpy import logging as logg
 
+from ..._anndata.results import plain_params
+from ..._core.stats.inference import benjamini_hochberg
+
 
 @dataclass(frozen=True)
 class Units:
@@ -79,3 +82,36 @@ def _obs_labels(adata: AnnData, column: str, role: str) -> pd.Series:
     if column not in adata.obs:
         raise KeyError(f"{role}={column!r} is not a column of adata.obs; columns: {list(map(str, adata.obs.columns))}.")
     return adata.obs[column]
+
+
+def counted_units(units: Units, weight: np.ndarray, key: str) -> np.ndarray:
+    """The units that hold cells with values (``weight`` > 0), checked: at least two a condition with
+    samples, one without."""
+    counted = np.asarray(weight) > 0
+    present = {c: int(np.sum(counted & (units.condition == k))) for k, c in enumerate(units.conditions)}
+    if min(present.values()) < (2 if units.sample else 1):
+        raise ValueError(f"Too few units with values in some condition ({present}): their cells lie where no root "
+                         f"of {key!r} reaches. Root every part of {key!r} and rerun sks.tl.pseudotime and "
+                         "sks.tl.fate_probabilities.")
+    return counted
+
+
+def comparison_entry(method: str, key: str, units: Units, counted: np.ndarray, comparison, *, condition: str,
+                     sample: str | None, **fields) -> dict:
+    """``uns[name]`` of a comparison between conditions: what was compared, the test per column, and
+    the units (``fields`` add the method's own, e.g. each unit's summaries)."""
+    return {
+        "method": method,
+        "params": plain_params(dict(condition=condition, sample=sample or "", reference=units.conditions[0])),
+        "graph": key,
+        "conditions": np.asarray(units.conditions, dtype=object),
+        "test": comparison.test,
+        "effect": comparison.effect,
+        "statistic": comparison.statistic,
+        "pval": comparison.pvals,
+        "qval": benjamini_hochberg(comparison.pvals),
+        "means": comparison.means,
+        "units": np.asarray(units.names[counted], dtype=object),
+        "unit_condition": np.asarray(units.conditions, dtype=object)[units.condition[counted]],
+        **fields,
+    }
