@@ -2,6 +2,7 @@
 
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 
 import scskeleton as sks
@@ -38,3 +39,27 @@ def test_one_bar_per_sample_stacked_to_one_with_the_p_values_in_the_legend(compa
 def test_a_missing_result_names_the_ones_present(compared):
     with pytest.raises(KeyError, match="rpg_condition_fates"):
         sks.pl.condition_fates(compared, "rpg", show=False)
+
+
+@pytest.fixture(scope="module")
+def paced():
+    adata = conditions_with_fates(102, delay=0.2, sample_sd=0.2)
+    sks.tl.condition_progression(adata, "rpg", condition="condition", sample="sample")
+    return adata
+
+
+def test_one_panel_per_lineage_with_a_density_per_condition_and_per_sample(paced):
+    before = paced.copy()
+    result = paced.uns["rpg_condition_progression"]
+    panels = sks.pl.condition_progression(paced, "rpg_condition_progression", show=False)
+    assert len(panels) == len(result["lineages"])
+    for panel, lineage in zip(panels, result["lineages"]):
+        lines = panel.get_lines()
+        assert len(lines) == 2 * (1 + 3)  # each condition, then each of its three samples
+        x = lines[0].get_xdata()
+        for line in lines:  # densities: one unit of area, less what the kernels spill past the ends of the grid
+            assert 0.8 < np.trapezoid(line.get_ydata(), x) < 1.01
+        assert panel.get_title().startswith(f"{lineage} (p")
+    assert [t.get_text() for t in panels[-1].get_legend().get_texts()] == ["control", "treated"]
+    assert paced.uns.keys() == before.uns.keys() and paced.obs.equals(before.obs)
+    plt.close("all")

@@ -1,4 +1,6 @@
-"""``pl.condition_fates``: each sample's fate shares, grouped by condition, with the tests' p-values."""
+"""``pl.condition_fates`` and ``pl.condition_progression``: what the condition tools compared, drawn from
+their stored results: each sample's fate shares, and the pseudotime of each condition's cells along
+each lineage."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from anndata import AnnData
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from .._anndata.schema import fate_probabilities_key, pseudotime_key
 from ._docs import plot_doc
-from ._figures import finish, new_axes, set_frame
+from ._figures import finish, finish_panels, new_axes, panel_grid, set_frame
 from ._labels import format_pvalue
 from ._legends import place_legend
 
@@ -62,10 +65,7 @@ def condition_fates(
     >>> sks.tl.condition_fates(adata, "rpg", condition="condition", sample="sample")
     >>> sks.pl.condition_fates(adata, "rpg_condition_fates")
     """
-    entry = adata.uns.get(result) if isinstance(result, str) else None
-    if not isinstance(entry, Mapping) or entry.get("method") != "condition_fates":
-        found = [k for k, v in adata.uns.items() if isinstance(v, Mapping) and v.get("method") == "condition_fates"]
-        raise KeyError(f"No result of sks.tl.condition_fates under adata.uns[{result!r}]; results present: {found}.")
+    entry = _stored(adata, result, "condition_fates")
     fates = [str(f) for f in entry["fates"]]
     conditions = [str(c) for c in entry["conditions"]]
     unit_condition = np.asarray(entry["unit_condition"]).astype(str)
@@ -97,4 +97,115 @@ def condition_fates(
     return finish(fig, ax, created=created, show=show, save=save, return_fig=return_fig)
 
 
+def condition_progression(
+    adata: AnnData,
+    result: str,
+    *,
+    ncols: int = 3,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | Axes | list[Axes] | None:
+    """The pseudotime of each condition's cells along each lineage, one panel per lineage.
+
+    In each panel, one density per condition of the pseudotime of its cells,
+    each cell weighted by its probability of the lineage's fate (as
+    ``tl.condition_progression`` weights them); with samples also each
+    sample's density as a thin line of its condition's colour, so that the
+    spread between replicates shows beside the difference between the
+    conditions. The panel's title gives the lineage and its p-value. Reads
+    ``adata.uns[result]`` and the pseudotime, fate probabilities, conditions
+    and samples it names.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``sks.tl.condition_progression`` has run.
+    result
+        Key of its result in ``adata.uns``, e.g. ``"rpg_condition_progression"``.
+    ncols
+        Panels per row.
+    legend_loc
+        Where the legend of the conditions goes: ``"right margin"`` (default),
+        ``"best"`` or another matplotlib location, or ``None`` for none.
+    frameon
+        Draw the axes frame; ``None`` follows scanpy's setting.
+    ax
+        Draw into this Axes (for a result with one lineage) instead of a new figure.
+    {show_save_return}
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes (a list of them for
+    several lineages) when ``show=False``, else ``None``.
+
+    Examples
+    --------
+    >>> sks.tl.condition_progression(adata, "rpg", condition="condition", sample="sample")
+    >>> sks.pl.condition_progression(adata, "rpg_condition_progression")
+    """
+    entry = _stored(adata, result, "condition_progression")
+    key, params = str(entry["graph"]), entry["params"]
+    lineages, conditions = [str(f) for f in entry["lineages"]], [str(c) for c in entry["conditions"]]
+    times = adata.obs[pseudotime_key(key)].to_numpy(dtype=float)
+    probabilities = np.asarray(adata.obsm[fate_probabilities_key(key)], dtype=float)
+    labels = adata.obs[str(params["condition"])].astype(str).to_numpy()
+    samples = adata.obs[str(params["sample"])].astype(str).to_numpy() if params["sample"] else None
+    usable = np.isfinite(times) & np.isfinite(probabilities).all(axis=1)
+    grid = np.linspace(np.nanmin(times[usable]), np.nanmax(times[usable]), 200)
+    tab10 = plt.get_cmap("tab10").colors
+    colours = {c: tab10[k % len(tab10)] for k, c in enumerate(conditions)}
+
+    fig, panels, created = panel_grid(len(lineages), ncols=ncols, ax=ax, panel_size=(4.2, 3.2), what="lineage")
+    for k, (panel, lineage) in enumerate(zip(panels, lineages)):
+        width = _kernel_width(times[usable], probabilities[usable, k])
+        for condition in conditions:
+            cells = usable & (labels == condition)
+            panel.plot(grid, _density(times[cells], probabilities[cells, k], grid, width), color=colours[condition],
+                       lw=2, label=condition)
+            for sample in ([] if samples is None else np.unique(samples[cells])):
+                own = cells & (samples == sample)
+                panel.plot(grid, _density(times[own], probabilities[own, k], grid, width),
+                           color=colours[condition], lw=0.7, alpha=0.5)
+        panel.set_title(f"{lineage} ({format_pvalue(entry['pval'][k], 'p')})")
+        panel.set_xlabel("pseudotime")
+        panel.set_ylabel("density")
+        set_frame(panel, frameon)
+    if legend_loc is not None:
+        place_legend(panels[-1], legend_loc, title="condition")
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
+
+
+def _stored(adata: AnnData, result: str, method: str) -> Mapping:
+    """``adata.uns[result]``, a result of ``sks.tl.{method}``; a KeyError naming those present otherwise."""
+    entry = adata.uns.get(result) if isinstance(result, str) else None
+    if not isinstance(entry, Mapping) or entry.get("method") != method:
+        found = [k for k, v in adata.uns.items() if isinstance(v, Mapping) and v.get("method") == method]
+        raise KeyError(f"No result of sks.tl.{method} under adata.uns[{result!r}]; results present: {found}.")
+    return entry
+
+
+def _density(values: np.ndarray, weights: np.ndarray, grid: np.ndarray, width: float) -> np.ndarray:
+    """The weighted Gaussian kernel density of ``values`` on ``grid``, kernel width ``width``; zero
+    without weight. One width for every curve of a panel, so that their heights compare."""
+    total = weights.sum()
+    if values.size == 0 or total <= 0:
+        return np.zeros_like(grid)
+    kernel = np.exp(-0.5 * ((grid[:, None] - values[None, :]) / width) ** 2) / (width * np.sqrt(2 * np.pi))
+    return kernel @ weights / total
+
+
+def _kernel_width(values: np.ndarray, weights: np.ndarray) -> float:
+    """Scott's rule for weighted values: their weighted spread times n_eff^(-1/5), n_eff Kish's size."""
+    total = weights.sum()
+    mean = weights @ values / total
+    spread = np.sqrt(weights @ (values - mean) ** 2 / total)
+    n_eff = total**2 / (weights @ weights)
+    return float(max(spread, 1e-12) * n_eff ** (-0.2))
+
+
 plot_doc(condition_fates)
+plot_doc(condition_progression)
