@@ -8,9 +8,11 @@ from scanpy import logging as logg
 
 from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_key
-from ..._anndata.schema import fate_probabilities_key, resolve_key
+from ..._anndata.schema import cell_assignment, column_sums, fate_probabilities_key, read_graph, resolve_key
 from ..._core.stats.conditions import compare_conditions, unit_means
-from .units import comparison_entry, counted_units, read_units
+from ..._core.trees.fates import cell_fates
+from ..trajectory.fates import node_fate_table
+from .units import UNITS_DOC, comparison_entry, counted_units, read_units
 
 
 def condition_fates(
@@ -25,9 +27,13 @@ def condition_fates(
 ) -> AnnData | None:
     """Test whether the conditions send cells to different fates, with samples as replicates.
 
-    Each unit (a sample of ``obs[sample]``, or each cell without ``sample``)
-    is summarised by its fate shares: the mean of its cells' fate
-    probabilities (``tl.fate_probabilities``), a composition over the fates.
+    Each sample of ``obs[sample]`` is summarised by its fate shares, a
+    composition over the fates: the mean of its cells' fate probabilities
+    with the walk from the root split at every fork by the sample's own cells
+    downstream (``tl.fate_probabilities`` splits by all cells, the same for
+    every sample, which would pull each sample's undecided cells towards the
+    common shares). Without ``sample`` each cell is a unit, its shares its
+    fate probabilities.
     For each fate the units' shares are compared between the conditions:
     Student's t test for two conditions (the effect is the second condition's
     mean share minus the reference's), the one-way analysis of variance for
@@ -45,15 +51,7 @@ def condition_fates(
     {adata_pseudotime}
         ``tl.fate_probabilities(adata, key)`` must have run.
     {key_fitted}
-    condition
-        The ``obs`` column of the conditions (at least two).
-    sample
-        The ``obs`` column of the samples: each sample belongs to one
-        condition, and each condition has at least two. ``None``: every cell
-        is a unit (only for data without sample-to-sample variation).
-    reference
-        The condition the others are compared with; default the first
-        category of ``obs[condition]``.
+    {units}
     key_added
         Name of the result; default ``f"{key}_condition_fates"``.
     {copy}
@@ -92,8 +90,11 @@ def condition_fates(
     units = read_units(adata, condition=condition, sample=sample, reference=reference)
     start = logg.info(f"comparing the fates of {key!r} between {len(units.conditions)} conditions of "
                       f"obs[{condition!r}] over {'the samples of obs[' + repr(sample) + ']' if sample else 'cells'}")
-    shares, n_cells = unit_means(np.asarray(adata.obsm[column]), units.cell_unit, units.names.size)
-    n_cells = n_cells[:, 0].astype(np.int64)
+    if sample is None:
+        shares, n_cells = unit_means(np.asarray(adata.obsm[column]), units.cell_unit, units.names.size)
+        n_cells = n_cells[:, 0].astype(np.int64)
+    else:
+        shares, n_cells = _sample_fate_shares(adata, key, units)
     counted = counted_units(units, n_cells, key)
     comparison = compare_conditions(shares[counted], units.condition[counted], len(units.conditions))
 
@@ -108,4 +109,30 @@ def condition_fates(
     return adata if copy else None
 
 
-fill_doc(condition_fates)
+def _sample_fate_shares(adata: AnnData, key: str, units) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's fate shares under its own splits at the forks, and its cells with a fate.
+
+    ``tl.fate_probabilities`` splits a cell's walk at every fork by the mass of all cells
+    downstream, the same for every sample; a cell before a fork then carries the split of the whole
+    data set, which would pull every sample towards the common shares. Here the walk splits by
+    the sample's own cells downstream, so a sample that sends more cells into a branch gives its
+    undecided cells more of that branch too; the sample's share of a fate is the mean of its
+    cells' probabilities under those splits (the share of its cells heading there)."""
+    graph = read_graph(adata, key)
+    assignment = cell_assignment(adata, key)
+    n_fates = len(adata.uns[key]["fates"])
+    shares = np.full((units.names.size, n_fates), np.nan)
+    n_cells = np.zeros(units.names.size, dtype=np.int64)
+    for unit in range(units.names.size):
+        rows = np.flatnonzero(units.cell_unit == unit)
+        own = assignment[rows]
+        distributions, _ = node_fate_table(adata, key, graph, column_sums(own))
+        probabilities, _ = cell_fates(own, distributions)
+        reached = np.isfinite(probabilities).all(axis=1)
+        n_cells[unit] = int(reached.sum())
+        if n_cells[unit]:
+            shares[unit] = probabilities[reached].mean(axis=0)
+    return shares, n_cells
+
+
+fill_doc(condition_fates, units=UNITS_DOC)

@@ -10,7 +10,7 @@ from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_key
 from ..._anndata.schema import fate_probabilities_key, pseudotime_key, resolve_key
 from ..._core.stats.conditions import compare_conditions, unit_means
-from .units import comparison_entry, counted_units, read_units
+from .units import UNITS_DOC, comparison_entry, counted_units, read_units
 
 
 def condition_progression(
@@ -47,15 +47,7 @@ def condition_progression(
     {adata_pseudotime}
         ``tl.fate_probabilities(adata, key)`` must have run.
     {key_fitted}
-    condition
-        The ``obs`` column of the conditions (at least two).
-    sample
-        The ``obs`` column of the samples: each sample belongs to one
-        condition, and each condition has at least two. ``None``: every cell
-        is a unit (only for data without sample-to-sample variation).
-    reference
-        The condition the others are compared with; default the first
-        category of ``obs[condition]``.
+    {units}
     key_added
         Name of the result; default ``f"{key}_condition_progression"``.
     {copy}
@@ -105,4 +97,4 @@ def condition_progression(
     return adata if copy else None
 
 
-fill_doc(condition_progression)
+fill_doc(condition_progression, units=UNITS_DOC)

@@ -12,6 +12,18 @@ from scanpy import logging as logg
 from ..._anndata.results import plain_params
 from ..._core.stats.inference import benjamini_hochberg
 
+#: The parameters every condition tool takes to define its units, for its docstring.
+UNITS_DOC = """\
+condition
+    The ``obs`` column of the conditions (at least two).
+sample
+    The ``obs`` column of the samples: each sample belongs to one
+    condition, and each condition has at least two. ``None``: every cell
+    is a unit (only for data without sample-to-sample variation).
+reference
+    The condition the others are compared with; default the first
+    category of ``obs[condition]``."""
+
 
 @dataclass(frozen=True)
 class Units:
