@@ -123,7 +123,28 @@ def test_the_generator_draws_samples_with_the_asked_effects():
     ({"conditions": 2, "missing_fate": "fate_9"}, "missing_fate"),
     ({"conditions": 2, "delay": 1.0}, "delay"),
     ({"conditions": 2, "samples_per_condition": 0}, "samples_per_condition"),
+    ({"conditions": 2, "condition_genes": 1.5}, "condition_genes"),
+    ({"condition_genes": 0.1}, "pass conditions="),
 ])
 def test_the_generator_refuses_a_design_it_cannot_draw(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         sks.datasets.simulate_trajectory(600, n_genes=30, **kwargs)
+
+
+def test_the_generator_changes_the_course_of_some_genes_in_the_last_condition():
+    adata = sks.datasets.simulate_trajectory(1500, n_genes=300, conditions=2, condition_genes=0.1, random_state=2,
+                                             n_jobs=2)
+    again = sks.datasets.simulate_trajectory(1500, n_genes=300, conditions=2, condition_genes=0.1, random_state=2,
+                                             n_jobs=1)
+    assert (adata.X != again.X).nnz == 0  # the same data for any number of threads
+    changed = np.flatnonzero(adata.var["true_condition_effect"].to_numpy() != 0)
+    assert 15 <= changed.size <= 45 and (adata.var["true_condition_branch"].iloc[changed] != "").all()
+    sc_normalised = adata.X.multiply(1e4 / adata.X.sum(axis=1)).log1p().tocsc()
+    last = (adata.obs["condition"] == "condition_2").to_numpy()
+    agree = []
+    for gene in changed:
+        on = (adata.obs["true_branch"] == adata.var["true_condition_branch"].iloc[gene]).to_numpy()
+        column = sc_normalised[:, gene].toarray().ravel()
+        difference = column[on & last].mean() - column[on & ~last].mean()
+        agree.append(np.sign(difference) == np.sign(adata.var["true_condition_effect"].iloc[gene]))
+    assert np.mean(agree) > 0.75

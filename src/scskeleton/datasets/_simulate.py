@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from anndata import AnnData
+from scipy import sparse
 
 from .._anndata.inputs import check_random_state
 from .._core.validation import check_integer, check_positive
@@ -61,6 +62,7 @@ def simulate_trajectory(
     delay: float = 0.0,
     missing_fate: str | None = None,
     sample_sd: float = 0.0,
+    condition_genes: float = 0.0,
     random_state: int | np.random.Generator | None = 0,
     n_jobs: int | None = None,
 ) -> AnnData:
@@ -156,6 +158,10 @@ def simulate_trajectory(
     ``missing_fate`` gets no cells, so its fork is absent from that condition;
     ``delay`` moves every cell back along its path from the root to pseudotime
     ``(1 - delay) · t``, so progression lags by that share of each lineage.
+    With ``condition_genes``, that share of the genes gets, in the last
+    condition only, a transient bump ``a · sin²(π x)`` on one random
+    non-cycle branch (``|a|`` drawn as the other log-fold changes), so its
+    trend along that branch differs between the conditions.
     A sample's share of each branch is its condition's share times
     ``exp(N(0, sample_sd²))``, renormalised, so samples of one condition
     differ as replicates do. Without effects the conditions are
@@ -215,6 +221,9 @@ def simulate_trajectory(
     sample_sd
         Sample-to-sample standard deviation of the log share of each branch
         (0: samples differ only by sampling).
+    condition_genes
+        Share of the genes, in [0, 1], whose course along one branch differs
+        in the last condition (see above).
     random_state
         Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it). The integer seed used is stored with the
@@ -266,16 +275,23 @@ def simulate_trajectory(
         random_state=random_state, n_jobs=n_jobs,
     )
     design = check_design(conditions, samples_per_condition=samples_per_condition, fate_shift=fate_shift,
-                          delay=delay, missing_fate=missing_fate, sample_sd=sample_sd, n_fates=settings.n_fates)
+                          delay=delay, missing_fate=missing_fate, sample_sd=sample_sd,
+                          condition_genes=condition_genes, n_fates=settings.n_fates)
     # one generator for every step, in this order: the tree, the cells, the genes, the counts
     rng = np.random.default_rng(settings.random_state)
     tree = grow_tree(rng, settings.n_fates, settings.cycle, settings.disconnected)
     cells = _draw_cells(rng, tree, settings, design)
     base_mean, programs = _draw_genes(rng, tree, settings)
-    counts = draw_counts(rng, programs, cells["branch"], cells["position"], cells["library"], settings.dispersion,
-                         settings.dropout, settings.n_genes, settings.n_jobs)
-    adata = AnnData(X=counts, obs=_cell_truth(tree, cells, settings, design),
-                    var=_gene_table(tree, programs, base_mean, settings),
+    if design is None or not design.condition_genes:
+        counts = draw_counts(rng, programs, cells["branch"], cells["position"], cells["library"],
+                             settings.dispersion, settings.dropout, settings.n_genes, settings.n_jobs)
+        changed = None
+    else:
+        counts, changed = _condition_counts(rng, tree, programs, cells, settings, design)
+    var = _gene_table(tree, programs, base_mean, settings)
+    if changed is not None:
+        var["true_condition_branch"], var["true_condition_effect"] = changed
+    adata = AnnData(X=counts, obs=_cell_truth(tree, cells, settings, design), var=var,
                     uns={"simulate_trajectory": _record(tree, cells, settings, design)})
     adata.layers["counts"] = counts.copy()
     adata.varm["true_lfc"] = programs["lfc_table"].astype(np.float32)
@@ -409,6 +425,38 @@ def _cell_truth(tree: dict, cells: dict, settings: _Settings, design: Design | N
         obs["condition"] = pd.Categorical(np.asarray(conditions)[cells["sample"]], categories=design.conditions)
         obs["sample"] = pd.Categorical.from_codes(cells["sample"], categories=list(samples))
     return obs
+
+
+def _condition_counts(rng, tree: dict, programs: dict, cells: dict, settings: _Settings, design: Design):
+    """Counts with the last condition's own bumps on ``design.condition_genes`` of the genes, and what
+    changed: each gene's branch (``""`` for none) and the bump's amplitude (0 for none)."""
+    n_genes = settings.n_genes
+    eligible = [b for b in range(len(tree["names"])) if tree["kind"][b] != "cycle"]
+    genes = np.flatnonzero(rng.random(n_genes) < design.condition_genes)
+    on = np.asarray(eligible)[rng.integers(len(eligible), size=genes.size)]
+    amplitude = rng.choice([-1.0, 1.0], genes.size) * (MIN_LFC + np.abs(settings.de_lfc_sd * rng.standard_normal(genes.size)))
+    begin, inverse = _bumps(rng, genes.size)
+    treated_programs = {**programs, "branches": [dict(p) for p in programs["branches"]]}
+    for b in np.unique(on):
+        mine = on == b
+        program = treated_programs["branches"][b]
+        fresh = ~np.isin(genes[mine], program["bumped"])  # a gene bumped there already keeps one bump
+        for name, extra in (("bumped", genes[mine][fresh]), ("amplitude", amplitude[mine][fresh]),
+                            ("bump_begin", begin[mine][fresh]), ("bump_inverse", inverse[mine][fresh])):
+            kind = np.int64 if name == "bumped" else np.float32
+            program[name] = np.concatenate([program[name], extra.astype(kind)])
+    treated = np.asarray([c == design.conditions[-1] for _, c in design.samples])[cells["sample"]]
+    parts = []
+    for rows, own in ((np.flatnonzero(~treated), programs), (np.flatnonzero(treated), treated_programs)):
+        parts.append(draw_counts(rng, own, cells["branch"][rows], cells["position"][rows], cells["library"][rows],
+                                 settings.dispersion, settings.dropout, n_genes, settings.n_jobs))
+    order = np.argsort(np.concatenate([np.flatnonzero(~treated), np.flatnonzero(treated)]), kind="stable")
+    counts = sparse.vstack(parts, format="csr")[order]
+    branch = np.full(n_genes, "", dtype=object)
+    effect = np.zeros(n_genes)
+    branch[genes] = np.asarray(tree["names"], dtype=object)[on]
+    effect[genes] = amplitude
+    return counts, (branch, effect)
 
 
 def _gene_table(tree: dict, programs: dict, base_mean: np.ndarray, settings: _Settings) -> pd.DataFrame:
