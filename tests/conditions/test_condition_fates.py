@@ -148,3 +148,18 @@ def test_the_generator_changes_the_course_of_some_genes_in_the_last_condition():
         difference = column[on & last].mean() - column[on & ~last].mean()
         agree.append(np.sign(difference) == np.sign(adata.var["true_condition_effect"].iloc[gene]))
     assert np.mean(agree) > 0.75
+
+
+def test_on_a_view_the_parent_is_left_alone_and_a_second_run_replaces_the_first(shifted):
+    parent = shifted.copy()
+    before = set(parent.uns)
+    view = parent[parent.obs["sample"] != "control_3"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", anndata.ImplicitModificationWarning)
+        sks.tl.condition_fates(view, "rpg", condition="condition", sample="sample", key_added="on_view")
+        sks.tl.condition_progression(view, "rpg", condition="condition", sample="sample", key_added="pace_on_view")
+    assert set(parent.uns) == before
+    assert len(view.uns["on_view"]["units"]) == 5 and len(view.uns["pace_on_view"]["units"]) == 5
+    first = view.uns["on_view"]["pval"].copy()
+    sks.tl.condition_fates(view, "rpg", condition="condition", sample="sample", key_added="on_view")
+    np.testing.assert_array_equal(view.uns["on_view"]["pval"], first)  # no randomness: the same result

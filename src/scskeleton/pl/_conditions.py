@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .._anndata.schema import fate_probabilities_key, pseudotime_key
+from .._core.stats.conditions import kernel_width, weighted_density
 from ._docs import plot_doc
 from ._figures import finish, finish_panels, new_axes, panel_grid, set_frame
 from ._labels import format_pvalue
@@ -161,14 +162,14 @@ def condition_progression(
 
     fig, panels, created = panel_grid(len(lineages), ncols=ncols, ax=ax, panel_size=(4.2, 3.2), what="lineage")
     for k, (panel, lineage) in enumerate(zip(panels, lineages)):
-        width = _kernel_width(times[usable], probabilities[usable, k])
+        width = kernel_width(times[usable], probabilities[usable, k])
         for condition in conditions:
             cells = usable & (labels == condition)
-            panel.plot(grid, _density(times[cells], probabilities[cells, k], grid, width), color=colours[condition],
+            panel.plot(grid, weighted_density(times[cells], probabilities[cells, k], grid, width), color=colours[condition],
                        lw=2, label=condition)
             for sample in ([] if samples is None else np.unique(samples[cells])):
                 own = cells & (samples == sample)
-                panel.plot(grid, _density(times[own], probabilities[own, k], grid, width),
+                panel.plot(grid, weighted_density(times[own], probabilities[own, k], grid, width),
                            color=colours[condition], lw=0.7, alpha=0.5)
         panel.set_title(f"{lineage} ({format_pvalue(entry['pval'][k], 'p')})")
         panel.set_xlabel("pseudotime")
@@ -186,25 +187,6 @@ def _stored(adata: AnnData, result: str, method: str) -> Mapping:
         found = [k for k, v in adata.uns.items() if isinstance(v, Mapping) and v.get("method") == method]
         raise KeyError(f"No result of sks.tl.{method} under adata.uns[{result!r}]; results present: {found}.")
     return entry
-
-
-def _density(values: np.ndarray, weights: np.ndarray, grid: np.ndarray, width: float) -> np.ndarray:
-    """The weighted Gaussian kernel density of ``values`` on ``grid``, kernel width ``width``; zero
-    without weight. One width for every curve of a panel, so that their heights compare."""
-    total = weights.sum()
-    if values.size == 0 or total <= 0:
-        return np.zeros_like(grid)
-    kernel = np.exp(-0.5 * ((grid[:, None] - values[None, :]) / width) ** 2) / (width * np.sqrt(2 * np.pi))
-    return kernel @ weights / total
-
-
-def _kernel_width(values: np.ndarray, weights: np.ndarray) -> float:
-    """Scott's rule for weighted values: their weighted spread times n_eff^(-1/5), n_eff Kish's size."""
-    total = weights.sum()
-    mean = weights @ values / total
-    spread = np.sqrt(weights @ (values - mean) ** 2 / total)
-    n_eff = total**2 / (weights @ weights)
-    return float(max(spread, 1e-12) * n_eff ** (-0.2))
 
 
 plot_doc(condition_fates)

@@ -10,7 +10,7 @@ pool the variance within conditions, which is what exchangeable conditions imply
 unpooled t is conservative at three units a condition (level 0.034 for 0.05).
 With as few as three units a condition the test leans on the units' summaries being roughly
 normal, which holds for means over many cells (central limit) and is checked by the calibration
-tests.
+tests. The weighted kernel densities at the end draw a condition's cells along a lineage.
 """
 
 from __future__ import annotations
@@ -63,19 +63,43 @@ def compare_conditions(values: np.ndarray, condition_of_unit: np.ndarray, n_cond
     values = np.asarray(values, dtype=float)
     groups = [values[condition_of_unit == c] for c in range(n_conditions)]
     means = np.vstack([g.mean(axis=0) for g in groups])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if n_conditions == 2:
-            result = stats.ttest_ind(groups[1], groups[0], axis=0, equal_var=True)
-            effect = means[1] - means[0]
-            test = "student_t"
-        else:
-            result = stats.f_oneway(*groups, axis=0)
-            effect = means.max(axis=0) - means.min(axis=0)
-            test = "anova_f"
-    statistic, pvals = np.asarray(result.statistic, dtype=float), np.asarray(result.pvalue, dtype=float)
-    # no spread at all: equal means are no evidence of a difference; unequal ones are (p = 0)
-    flat = ~np.isfinite(pvals) & np.all([g.std(axis=0) == 0 for g in groups], axis=0)
-    same = np.ptp(means, axis=0) == 0
-    pvals = np.where(flat & same, 1.0, np.where(flat, 0.0, pvals))
-    statistic = np.where(flat & same, 0.0, statistic)
+    # a column without any spread within the conditions has no test statistic: equal means are no
+    # evidence of a difference (p = 1), unequal ones are (p = 0)
+    spread = ~np.all([g.std(axis=0) == 0 for g in groups], axis=0)
+    differ = np.ptp(means, axis=0) > 0
+    statistic = np.where(differ, np.inf, 0.0)
+    pvals = np.where(differ, 0.0, 1.0)
+    test = "student_t" if n_conditions == 2 else "anova_f"
+    if spread.any():
+        varying = [g[:, spread] for g in groups]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if n_conditions == 2:
+                result = stats.ttest_ind(varying[1], varying[0], axis=0, equal_var=True)
+            else:
+                result = stats.f_oneway(*varying, axis=0)
+        statistic[spread], pvals[spread] = result.statistic, result.pvalue
+    effect = means[1] - means[0] if n_conditions == 2 else means.max(axis=0) - means.min(axis=0)
     return ConditionComparison(means, statistic, pvals, effect, test)
+
+
+def weighted_density(values: np.ndarray, weights: np.ndarray, grid: np.ndarray, width: float,
+                     *, chunk: int = 50_000) -> np.ndarray:
+    """The weighted Gaussian kernel density of ``values`` on ``grid``, kernel width ``width``; zero
+    without weight. Summed over ``chunk`` values at a time, so memory stays grid × chunk."""
+    total = weights.sum()
+    if values.size == 0 or total <= 0:
+        return np.zeros_like(grid)
+    density = np.zeros_like(grid, dtype=float)
+    for lo in range(0, values.size, chunk):
+        kernel = np.exp(-0.5 * ((grid[:, None] - values[None, lo:lo + chunk]) / width) ** 2)
+        density += kernel @ weights[lo:lo + chunk]
+    return density / (total * width * np.sqrt(2 * np.pi))
+
+
+def kernel_width(values: np.ndarray, weights: np.ndarray) -> float:
+    """Scott's rule for weighted values: their weighted spread times n_eff^(-1/5), n_eff Kish's size."""
+    total = weights.sum()
+    mean = weights @ values / total
+    spread = np.sqrt(weights @ (values - mean) ** 2 / total)
+    n_eff = total**2 / (weights @ weights)
+    return float(max(spread, 1e-12) * n_eff ** (-0.2))

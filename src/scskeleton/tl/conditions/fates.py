@@ -12,7 +12,7 @@ from ..._anndata.schema import cell_assignment, column_sums, fate_probabilities_
 from ..._core.stats.conditions import compare_conditions, unit_means
 from ..._core.trees.fates import cell_fates
 from ..trajectory.fates import node_fate_table
-from .units import UNITS_DOC, comparison_entry, counted_units, read_units
+from .units import UNITS_DOC, comparison_entry, counted_units, read_units, stored_fates
 
 
 def condition_fates(
@@ -83,10 +83,8 @@ def condition_fates(
     """
     key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_condition_fates")
+    fates = stored_fates(adata, key)
     column = fate_probabilities_key(key)
-    if column not in adata.obsm or "fates" not in adata.uns.get(key, {}):
-        raise KeyError(f"No fate probabilities of {key!r}; run sks.tl.fate_probabilities(adata, {key!r}) first.")
-    fates = [str(f) for f in adata.uns[key]["fates"]]
     units = read_units(adata, condition=condition, sample=sample, reference=reference)
     start = logg.info(f"comparing the fates of {key!r} between {len(units.conditions)} conditions of "
                       f"obs[{condition!r}] over {'the samples of obs[' + repr(sample) + ']' if sample else 'cells'}")

@@ -10,7 +10,7 @@ from ..._anndata.docs import fill_doc
 from ..._anndata.inputs import check_key
 from ..._anndata.schema import fate_probabilities_key, pseudotime_key, resolve_key
 from ..._core.stats.conditions import compare_conditions, unit_means
-from .units import UNITS_DOC, comparison_entry, counted_units, read_units
+from .units import UNITS_DOC, comparison_entry, counted_units, read_units, stored_fates
 
 
 def condition_progression(
@@ -72,11 +72,8 @@ def condition_progression(
     """
     key = resolve_key(adata, key)
     name = check_key(key_added, f"{key}_condition_progression")
+    lineages = stored_fates(adata, key, with_pseudotime=True)
     column, times = fate_probabilities_key(key), pseudotime_key(key)
-    if column not in adata.obsm or "fates" not in adata.uns.get(key, {}) or times not in adata.obs:
-        raise KeyError(f"No pseudotime or fate probabilities of {key!r}; run sks.tl.pseudotime(adata, {key!r}) and "
-                       f"sks.tl.fate_probabilities(adata, {key!r}) first.")
-    lineages = [str(f) for f in adata.uns[key]["fates"]]
     units = read_units(adata, condition=condition, sample=sample, reference=reference)
     start = logg.info(f"comparing the progression along the lineages of {key!r} between {len(units.conditions)} "
                       f"conditions of obs[{condition!r}]")

@@ -10,6 +10,7 @@ from anndata import AnnData
 from scanpy import logging as logg
 
 from ..._anndata.results import plain_params
+from ..._anndata.schema import fate_probabilities_key, pseudotime_key
 from ..._core.stats.inference import benjamini_hochberg
 
 #: The parameters every condition tool takes to define its units, for its docstring.
@@ -127,3 +128,15 @@ def comparison_entry(method: str, key: str, units: Units, counted: np.ndarray, c
         "unit_condition": np.asarray(units.conditions, dtype=object)[units.condition[counted]],
         **fields,
     }
+
+
+def stored_fates(adata: AnnData, key: str, *, with_pseudotime: bool = False) -> list[str]:
+    """The fates of ``key`` whose probabilities ``tl.fate_probabilities`` stored (and, with
+    ``with_pseudotime``, checked that ``tl.pseudotime`` ran); a KeyError that says what to run."""
+    missing = fate_probabilities_key(key) not in adata.obsm or "fates" not in adata.uns.get(key, {})
+    if with_pseudotime and (missing or pseudotime_key(key) not in adata.obs):
+        raise KeyError(f"No pseudotime or fate probabilities of {key!r}; run sks.tl.pseudotime(adata, {key!r}) and "
+                       f"sks.tl.fate_probabilities(adata, {key!r}) first.")
+    if missing:
+        raise KeyError(f"No fate probabilities of {key!r}; run sks.tl.fate_probabilities(adata, {key!r}) first.")
+    return [str(f) for f in adata.uns[key]["fates"]]
