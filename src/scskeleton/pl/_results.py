@@ -1,5 +1,6 @@
 """Reading the results a plot draws: which gene-level result a key stands for, the branches and
-lineages of a result (their cells and names), and the ``groupby`` labels that name them."""
+lineages of a result (their cells and names), the ``groupby`` labels that name them, and the
+expression of the genes a result fitted."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from anndata import AnnData
+from scipy import sparse
 
-from .._anndata.schema import LEARNER_METHODS, unique_names
+from .._anndata.inputs import gene_columns, get_expression
+from .._anndata.schema import LEARNER_METHODS, MAIN_MATRIX, unique_names
+from .._dask import is_dask
 from ._labels import method_entry, method_name, milestone_names, segment_names
 
 #: Results with one curve per branch, cells split by branch.
@@ -239,3 +243,36 @@ def curve_spans(curves: np.ndarray, n_grid: int) -> list[tuple[int, int]]:
         defined = np.flatnonzero(np.isfinite(curves[:, b, :]).any(axis=0))
         spans.append((int(defined[0]), int(defined[-1]) + 1) if defined.size else (0, n_grid))
     return spans
+
+
+def fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str], gene_symbols: str | None) -> np.ndarray:
+    """Column indices of genes (named by ``var_names`` or ``adata.var[gene_symbols]``) that the result
+    holds a curve for."""
+    index = gene_columns(adata, genes, gene_symbols=gene_symbols)
+    curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)
+    fitted = ~np.isnan(curves[index].reshape(len(index), -1)).all(axis=1)
+    if not fitted.all():
+        missing = [gene for gene, ok in zip(genes, fitted) if not ok]
+        tool = f"tl.{result['method']}"
+        raise KeyError(f"Gene(s) {missing[:5]} were not fitted by the {tool} run {key!r}; rerun it with "
+                       "these genes in genes= (or genes=None for all).")
+    return index
+
+
+def fitted_expression(adata: AnnData, result: dict, columns: np.ndarray, cells: np.ndarray, *, use_raw: bool | None,
+                layer: str | None) -> tuple[np.ndarray, str]:
+    """cells × genes values, from the matrix the fit used (``use_raw=None, layer=None``) or the one asked
+    for, and that matrix's name for the axis label (``"X"``, ``"raw"`` or the layer)."""
+    if use_raw is None and layer is None:  # what was fitted (results written before use_raw: not raw)
+        use_raw = bool(result["params"].get("use_raw", False))
+        recorded = str(result["params"]["layer"])
+        layer = None if recorded == MAIN_MATRIX else recorded
+        if layer is not None and layer not in adata.layers:
+            raise KeyError(f"The fit used adata.layers[{layer!r}], which is gone; restore it or refit.")
+    matrix, _ = get_expression(adata, layer=layer, use_raw=bool(use_raw), lazy=True)
+    shown = "raw" if use_raw else MAIN_MATRIX if layer is None else layer
+    if sparse.issparse(matrix):  # the few genes' columns first: rows of all genes would copy most of X
+        return sparse.csr_matrix(matrix[:, columns])[cells].toarray().astype(float), shown
+    if is_dask(matrix):  # a chunked fit's matrix: only these cells and genes are computed
+        return np.asarray(matrix[:, columns][cells], dtype=float), shown
+    return np.asarray(matrix[np.ix_(cells, columns)], dtype=float), shown

@@ -15,11 +15,9 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
-from scipy import sparse
 
-from .._anndata.inputs import check_gene_symbols, gene_columns, get_expression
-from .._anndata.schema import MAIN_MATRIX, read_graph
-from .._dask import is_dask
+from .._anndata.inputs import check_gene_symbols
+from .._anndata.schema import read_graph
 from ._colors import category_colors, lineage_colors
 from ._docs import plot_doc
 from ._edges import NODE_ZORDER, TRACE_WIDTH, TRACE_ZORDER
@@ -33,6 +31,8 @@ from ._results import (
     cell_times,
     check_groupby,
     curve_spans,
+    fitted_expression,
+    fitted_genes,
     resolve_result,
     time_label,
 )
@@ -155,10 +155,10 @@ def trends(
     titles = panel_titles(title, len(genes))
     check_groupby(adata, groupby)
     names = branch_names(adata, key, groupby) if result["method"] != "trends" else {}
-    columns = _fitted_genes(adata, key, result, genes, gene_symbols)
+    columns = fitted_genes(adata, key, result, genes, gene_symbols)
     times = cell_times(adata, key, result)
     cells = np.flatnonzero(np.isfinite(times))
-    values, shown = _expression(adata, result, columns, cells, use_raw=use_raw, layer=layer)
+    values, shown = fitted_expression(adata, result, columns, cells, use_raw=use_raw, layer=layer)
     size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
 
     fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.4), what="gene")
@@ -276,7 +276,7 @@ def branch_heatmap(
         genes = [genes] if isinstance(genes, str) else list(genes)
         if not genes:
             raise ValueError("genes is empty; pass gene names or None for the top genes.")
-        columns = _fitted_genes(adata, key, result, genes, gene_symbols)
+        columns = fitted_genes(adata, key, result, genes, gene_symbols)
 
     curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)[columns]  # genes × B × grid
     low = np.nanmin(curves, axis=(1, 2), keepdims=True)
@@ -479,39 +479,6 @@ def _result(adata: AnnData, key: str, caller: str) -> dict:
     if needed:
         raise KeyError(f"The result {key!r} is incomplete: {needed} missing (subset or edited since?). {hint}")
     return result
-
-
-def _fitted_genes(adata: AnnData, key: str, result: dict, genes: list[str], gene_symbols: str | None) -> np.ndarray:
-    """Column indices of genes (named by ``var_names`` or ``adata.var[gene_symbols]``) that the result
-    holds a curve for."""
-    index = gene_columns(adata, genes, gene_symbols=gene_symbols)
-    curves = np.asarray(adata.varm[f"{key}_curves"], dtype=float)
-    fitted = ~np.isnan(curves[index].reshape(len(index), -1)).all(axis=1)
-    if not fitted.all():
-        missing = [gene for gene, ok in zip(genes, fitted) if not ok]
-        tool = f"tl.{result['method']}"
-        raise KeyError(f"Gene(s) {missing[:5]} were not fitted by the {tool} run {key!r}; rerun it with "
-                       "these genes in genes= (or genes=None for all).")
-    return index
-
-
-def _expression(adata: AnnData, result: dict, columns: np.ndarray, cells: np.ndarray, *, use_raw: bool | None,
-                layer: str | None) -> tuple[np.ndarray, str]:
-    """cells × genes values, from the matrix the fit used (``use_raw=None, layer=None``) or the one asked
-    for, and that matrix's name for the axis label (``"X"``, ``"raw"`` or the layer)."""
-    if use_raw is None and layer is None:  # what was fitted (results written before use_raw: not raw)
-        use_raw = bool(result["params"].get("use_raw", False))
-        recorded = str(result["params"]["layer"])
-        layer = None if recorded == MAIN_MATRIX else recorded
-        if layer is not None and layer not in adata.layers:
-            raise KeyError(f"The fit used adata.layers[{layer!r}], which is gone; restore it or refit.")
-    matrix, _ = get_expression(adata, layer=layer, use_raw=bool(use_raw), lazy=True)
-    shown = "raw" if use_raw else MAIN_MATRIX if layer is None else layer
-    if sparse.issparse(matrix):  # the few genes' columns first: rows of all genes would copy most of X
-        return sparse.csr_matrix(matrix[:, columns])[cells].toarray().astype(float), shown
-    if is_dask(matrix):  # a chunked fit's matrix: only these cells and genes are computed
-        return np.asarray(matrix[:, columns][cells], dtype=float), shown
-    return np.asarray(matrix[np.ix_(cells, columns)], dtype=float), shown
 
 
 def _group_colors(adata: AnnData, key: str, result: dict) -> tuple[list[str], list]:
