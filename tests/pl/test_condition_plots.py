@@ -63,3 +63,35 @@ def test_one_panel_per_lineage_with_a_density_per_condition_and_per_sample(paced
     assert [t.get_text() for t in panels[-1].get_legend().get_texts()] == ["control", "treated"]
     assert paced.uns.keys() == before.uns.keys() and paced.obs.equals(before.obs)
     plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def curved():
+    adata = conditions_with_fates(3, n_cells=1500, n_genes=120, n_fates=2, samples_per_condition=4,
+                                  condition_genes=0.2, sample_expression_sd=0.1)
+    held = adata.obs["rpg_segment"].astype(str).value_counts()
+    entry = adata.uns["rpg"]
+    names = dict(zip(np.asarray(entry["milestones"]["nodes"]).tolist(), entry["milestones"]["names"]))
+    leaves = {names[int(np.asarray(nodes)[-1])]: held.get(segment, 0) for segment, nodes in entry["segments"].items()
+              if names.get(int(np.asarray(nodes)[-1]), "").startswith("tip")}
+    sks.tl.condition_test(adata, "rpg", condition="condition", sample="sample", lineage=max(leaves, key=leaves.get))
+    return adata
+
+
+def test_one_panel_per_gene_with_a_curve_per_condition_from_the_stored_result(curved):
+    before = curved.copy()
+    genes = list(curved.var.sort_values("rpg_condition_test_pval").index[:2])
+    panels = sks.pl.condition_curves(curved, "rpg_condition_test", genes, show=False)
+    curves = curved.varm["rpg_condition_test_curves"]
+    for panel, gene in zip(panels, genes):
+        lines = [line for line in panel.get_lines() if line.get_linestyle() == "-"]
+        assert [line.get_label() for line in lines] == ["control", "treated"]
+        column = curved.var_names.get_loc(gene)
+        np.testing.assert_array_equal(lines[1].get_ydata(), curves[column, 1])
+        assert len([line for line in panel.get_lines() if line.get_linestyle() == ":"]) == 2  # the covered stretch
+        assert panel.get_title().startswith(gene) and "p = " in panel.get_title()
+        assert len(panel.collections) == 2  # the cells of each condition
+    assert curved.uns.keys() == before.uns.keys() and curved.var.equals(before.var)
+    plt.close("all")
+    with pytest.raises(KeyError, match="rpg_condition_test"):
+        sks.pl.condition_curves(curved, "rpg", genes, show=False)

@@ -92,6 +92,8 @@ class Design:
     sample_sd: float
     #: Share of the genes whose course along one branch differs in the last condition.
     condition_genes: float = 0.0
+    #: Standard deviation of a sample's own log-fold offset of each gene's expression.
+    sample_expression_sd: float = 0.0
 
     @property
     def samples(self) -> list[tuple[str, str]]:
@@ -102,16 +104,18 @@ class Design:
         """The design as ``uns["simulate_trajectory"]["design"]`` stores it."""
         return {"conditions": np.array(self.conditions), "samples_per_condition": self.samples_per_condition,
                 "fate_shift": self.fate_shift, "delay": self.delay, "missing_fate": self.missing_fate or "",
-                "sample_sd": self.sample_sd, "condition_genes": self.condition_genes}
+                "sample_sd": self.sample_sd, "condition_genes": self.condition_genes,
+                "sample_expression_sd": self.sample_expression_sd}
 
 
 def check_design(conditions, *, samples_per_condition, fate_shift, delay, missing_fate, sample_sd,
-                 condition_genes, n_fates: int) -> Design | None:
+                 condition_genes, sample_expression_sd, n_fates: int) -> Design | None:
     """The checked design, or ``None`` without ``conditions`` (then no effect may be asked for)."""
     if conditions is None:
         asked = [name for name, value, default in (("fate_shift", fate_shift, 0.0), ("delay", delay, 0.0),
                                                    ("missing_fate", missing_fate, None), ("sample_sd", sample_sd, 0.0),
-                                                   ("condition_genes", condition_genes, 0.0))
+                                                   ("condition_genes", condition_genes, 0.0),
+                                                   ("sample_expression_sd", sample_expression_sd, 0.0))
                  if value != default]
         if asked:
             raise ValueError(f"{', '.join(asked)} describe a difference between conditions; pass conditions= "
@@ -140,7 +144,9 @@ def check_design(conditions, *, samples_per_condition, fate_shift, delay, missin
     condition_genes = check_positive("condition_genes", condition_genes, allow_zero=True)
     if condition_genes > 1.0:
         raise ValueError(f"condition_genes must be a share of the genes, in [0, 1]; got {condition_genes!r}.")
-    return Design(names, samples_per_condition, fate_shift, delay, missing_fate, sample_sd, condition_genes)
+    sample_expression_sd = check_positive("sample_expression_sd", sample_expression_sd, allow_zero=True)
+    return Design(names, samples_per_condition, fate_shift, delay, missing_fate, sample_sd, condition_genes,
+                  sample_expression_sd)
 
 
 def sample_cells(rng, tree: dict, share: np.ndarray, n_cells: int, density: str, design: Design) -> dict:

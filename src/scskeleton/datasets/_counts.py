@@ -28,7 +28,7 @@ def default_threads() -> int:
 
 
 def draw_counts(rng, programs, branch_of_cell, position, library, dispersion, dropout, n_genes,
-                n_jobs) -> sparse.csr_matrix:
+                n_jobs, offsets=None) -> sparse.csr_matrix:
     """Negative-binomial counts (cells × genes, CSR) of cells sorted by branch, block by block of cells.
 
     A cell's log means are its branch's ``programs`` (start state, monotone
@@ -36,7 +36,8 @@ def draw_counts(rng, programs, branch_of_cell, position, library, dispersion, dr
     scaled to its ``library`` size, drawn with ``dispersion`` and thinned by
     ``dropout``. Every block draws from a generator of its own, seeded from
     ``rng``, so the counts do not depend on how many threads (``n_jobs``)
-    generate them.
+    generate them. ``offsets`` (a samples × genes table of log offsets and
+    each cell's sample) add a sample's own deviation to its cells' log means.
     """
     rows_per_block = max(1, _BLOCK_ELEMENTS // n_genes)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(branch_of_cell, minlength=len(programs["branches"])))])
@@ -70,6 +71,8 @@ def draw_counts(rng, programs, branch_of_cell, position, library, dispersion, dr
         if program["bumped"].size:
             x = np.clip((u - program["bump_begin"]) * program["bump_inverse"], 0.0, 1.0)
             log_mean[:, program["bumped"]] += program["amplitude"] * np.sin(np.pi * x) ** 2
+        if offsets is not None:
+            log_mean += offsets[0][offsets[1][lo:hi]]
         mean = np.exp(log_mean, out=log_mean)
         mean *= (library[lo:hi] / mean.sum(axis=1, dtype=np.float64)).astype(np.float32)[:, None]
         count = _negative_binomial(block_rng, mean, dispersion, work)

@@ -63,6 +63,7 @@ def simulate_trajectory(
     missing_fate: str | None = None,
     sample_sd: float = 0.0,
     condition_genes: float = 0.0,
+    sample_expression_sd: float = 0.0,
     random_state: int | np.random.Generator | None = 0,
     n_jobs: int | None = None,
 ) -> AnnData:
@@ -163,8 +164,10 @@ def simulate_trajectory(
     non-cycle branch (``|a|`` drawn as the other log-fold changes), so its
     trend along that branch differs between the conditions.
     A sample's share of each branch is its condition's share times
-    ``exp(N(0, sample_sd²))``, renormalised, so samples of one condition
-    differ as replicates do. Without effects the conditions are
+    ``exp(N(0, sample_sd²))``, renormalised, and with
+    ``sample_expression_sd`` each gene's mean in a sample is multiplied by
+    ``exp(N(0, sample_expression_sd²))`` of its own (as donors or batches
+    differ), so samples of one condition differ as replicates do. Without effects the conditions are
     exchangeable: the null of a comparison.
 
     Parameters
@@ -224,6 +227,9 @@ def simulate_trajectory(
     condition_genes
         Share of the genes, in [0, 1], whose course along one branch differs
         in the last condition (see above).
+    sample_expression_sd
+        Sample-to-sample standard deviation of each gene's log mean
+        expression (0: no offsets).
     random_state
         Seed: ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
         (one seed drawn from it). The integer seed used is stored with the
@@ -276,18 +282,20 @@ def simulate_trajectory(
     )
     design = check_design(conditions, samples_per_condition=samples_per_condition, fate_shift=fate_shift,
                           delay=delay, missing_fate=missing_fate, sample_sd=sample_sd,
-                          condition_genes=condition_genes, n_fates=settings.n_fates)
+                          condition_genes=condition_genes, sample_expression_sd=sample_expression_sd,
+                          n_fates=settings.n_fates)
     # one generator for every step, in this order: the tree, the cells, the genes, the counts
     rng = np.random.default_rng(settings.random_state)
     tree = grow_tree(rng, settings.n_fates, settings.cycle, settings.disconnected)
     cells = _draw_cells(rng, tree, settings, design)
     base_mean, programs = _draw_genes(rng, tree, settings)
+    offsets = _sample_offsets(rng, cells, settings, design)
     if design is None or not design.condition_genes:
         counts = draw_counts(rng, programs, cells["branch"], cells["position"], cells["library"],
-                             settings.dispersion, settings.dropout, settings.n_genes, settings.n_jobs)
+                             settings.dispersion, settings.dropout, settings.n_genes, settings.n_jobs, offsets)
         changed = None
     else:
-        counts, changed = _condition_counts(rng, tree, programs, cells, settings, design)
+        counts, changed = _condition_counts(rng, tree, programs, cells, settings, design, offsets)
     var = _gene_table(tree, programs, base_mean, settings)
     if changed is not None:
         var["true_condition_branch"], var["true_condition_effect"] = changed
@@ -427,7 +435,17 @@ def _cell_truth(tree: dict, cells: dict, settings: _Settings, design: Design | N
     return obs
 
 
-def _condition_counts(rng, tree: dict, programs: dict, cells: dict, settings: _Settings, design: Design):
+def _sample_offsets(rng, cells: dict, settings: _Settings, design: Design | None):
+    """Each sample's own log-fold offset of every gene (samples × genes) and each cell's sample, or
+    ``None`` without them (no draw: the data stay those of the same seed without offsets)."""
+    if design is None or not design.sample_expression_sd:
+        return None
+    table = design.sample_expression_sd * rng.standard_normal((len(design.samples), settings.n_genes))
+    return table.astype(np.float32), np.asarray(cells["sample"])
+
+
+def _condition_counts(rng, tree: dict, programs: dict, cells: dict, settings: _Settings, design: Design,
+                      offsets):
     """Counts with the last condition's own bumps on ``design.condition_genes`` of the genes, and what
     changed: each gene's branch (``""`` for none) and the bump's amplitude (0 for none)."""
     n_genes = settings.n_genes
@@ -449,7 +467,8 @@ def _condition_counts(rng, tree: dict, programs: dict, cells: dict, settings: _S
     parts = []
     for rows, own in ((np.flatnonzero(~treated), programs), (np.flatnonzero(treated), treated_programs)):
         parts.append(draw_counts(rng, own, cells["branch"][rows], cells["position"][rows], cells["library"][rows],
-                                 settings.dispersion, settings.dropout, n_genes, settings.n_jobs))
+                                 settings.dispersion, settings.dropout, n_genes, settings.n_jobs,
+                                 None if offsets is None else (offsets[0], offsets[1][rows])))
     order = np.argsort(np.concatenate([np.flatnonzero(~treated), np.flatnonzero(treated)]), kind="stable")
     counts = sparse.vstack(parts, format="csr")[order]
     branch = np.full(n_genes, "", dtype=object)

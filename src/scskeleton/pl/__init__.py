@@ -9,7 +9,7 @@ Figure when ``return_fig=True``, else the Axes when ``show=False``, else ``None`
 
 from ._activation import activation
 from ._cell_graph import cell_graph
-from ._conditions import condition_fates, condition_progression
+from ._conditions import condition_curves, condition_fates, condition_progression
 from ._dendrogram import dendrogram
 from ._fates import fates
 from ._graph import adjacency, convergence
@@ -23,6 +23,7 @@ __all__ = [
     "adjacency",
     "branch_heatmap",
     "cell_graph",
+    "condition_curves",
     "condition_fates",
     "condition_progression",
     "convergence",

@@ -1,11 +1,11 @@
-"""``pl.condition_fates`` and ``pl.condition_progression``: what the condition tools compared, drawn from
-their stored results: each sample's fate shares, and the pseudotime of each condition's cells along
-each lineage."""
+"""``pl.condition_fates``, ``pl.condition_progression`` and ``pl.condition_curves``: what the condition
+tools compared, drawn from their stored results: each sample's fate shares, the pseudotime of each
+condition's cells along each lineage, and each condition's curve of a gene along a lineage."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,12 +13,13 @@ from anndata import AnnData
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .._anndata.schema import fate_probabilities_key, pseudotime_key
+from .._anndata.schema import fate_probabilities_key, pseudotime_key, segment_key
 from .._core.stats.conditions import kernel_width, weighted_density
 from ._docs import plot_doc
 from ._figures import finish, finish_panels, new_axes, panel_grid, set_frame
 from ._labels import format_pvalue
 from ._legends import place_legend
+from ._results import fitted_expression, fitted_genes
 
 
 def condition_fates(
@@ -52,8 +53,7 @@ def condition_fates(
     legend_loc
         Where the legend of the fates goes: ``"right margin"`` (default),
         ``"best"`` or another matplotlib location, or ``None`` for none.
-    frameon
-        Draw the axes frame; ``None`` follows scanpy's setting.
+    {frameon}
     {ax_new}
     {show_save_return}
 
@@ -129,11 +129,8 @@ def condition_progression(
         Key of its result in ``adata.uns``, e.g. ``"rpg_condition_progression"``.
     ncols
         Panels per row.
-    legend_loc
-        Where the legend of the conditions goes: ``"right margin"`` (default),
-        ``"best"`` or another matplotlib location, or ``None`` for none.
-    frameon
-        Draw the axes frame; ``None`` follows scanpy's setting.
+    {legend_loc_conditions}
+    {frameon}
     ax
         Draw into this Axes (for a result with one lineage) instead of a new figure.
     {show_save_return}
@@ -180,6 +177,101 @@ def condition_progression(
     return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
 
 
+def condition_curves(
+    adata: AnnData,
+    result: str,
+    genes: str | Sequence[str],
+    *,
+    gene_symbols: str | None = None,
+    show_cells: bool = True,
+    size: float | None = None,
+    ncols: int = 3,
+    legend_loc: str | None = "right margin",
+    frameon: bool | None = None,
+    ax: Axes | None = None,
+    show: bool | None = None,
+    save: str | os.PathLike | None = None,
+    return_fig: bool = False,
+) -> Figure | Axes | list[Axes] | None:
+    """Each condition's curve of a gene along the lineage ``tl.condition_test`` compared, one panel per gene.
+
+    In each panel, one curve per condition (the conditions' fits, thick, in
+    the order compared) over the lineage's cells, each cell a dot of its
+    condition's colour; with samples, dotted lines bound the stretch of
+    pseudotime every sample covers, where the samples' curves were compared.
+    The panel's title gives the gene, its p- and q-value. Reads
+    ``adata.uns[result]``, its curves and the expression it fitted.
+
+    Parameters
+    ----------
+    adata
+        Annotated data matrix on which ``sks.tl.condition_test`` has run.
+    result
+        Key of its result in ``adata.uns``, e.g. ``"rpg_condition_test"``.
+    genes
+        A gene or genes (``var_names``, or ``adata.var[gene_symbols]``) that the test fitted.
+    gene_symbols
+        Column of ``adata.var`` that ``genes`` name.
+    show_cells
+        Draw the lineage's cells.
+    size
+        Dot size of the cells; default from their number.
+    ncols
+        Panels per row.
+    {legend_loc_conditions}
+    {frameon}
+    ax
+        Draw into this Axes (for one gene) instead of a new figure.
+    {show_save_return}
+
+    Returns
+    -------
+    The Figure when ``return_fig=True``, else the Axes (a list of them for
+    several genes) when ``show=False``, else ``None``.
+
+    Examples
+    --------
+    >>> sks.tl.condition_test(adata, "rpg", condition="condition", sample="sample", lineage="tip 1")
+    >>> top = adata.var.sort_values("rpg_condition_test_pval").index[:3]
+    >>> sks.pl.condition_curves(adata, "rpg_condition_test", top)
+    """
+    entry = _stored(adata, result, "condition_test")
+    genes = [genes] if isinstance(genes, str) else list(genes)
+    key, params = str(entry["graph"]), entry["params"]
+    conditions = [str(c) for c in entry["conditions"]]
+    columns = fitted_genes(adata, result, entry, genes, gene_symbols)
+    times = adata.obs[pseudotime_key(key)].to_numpy(dtype=float)
+    labels = adata.obs[str(params["condition"])].astype(str).to_numpy()
+    on_lineage = adata.obs[segment_key(key)].astype(str).isin([str(s) for s in entry["segments"]]).to_numpy()
+    cells = np.flatnonzero(on_lineage & np.isfinite(times) & np.isin(labels, conditions))
+    values, shown = fitted_expression(adata, entry, columns, cells, use_raw=None, layer=None)
+    curves = np.asarray(adata.varm[f"{result}_curves"], dtype=float)
+    grid = np.asarray(entry["grid"], dtype=float)
+    pvals, qvals = adata.var[f"{result}_pval"].to_numpy(), adata.var[f"{result}_qval"].to_numpy()
+    size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
+    tab10 = plt.get_cmap("tab10").colors
+    colours = {c: tab10[k % len(tab10)] for k, c in enumerate(conditions)}
+
+    fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.2), what="gene")
+    for g, (panel, gene, column) in enumerate(zip(panels, genes, columns)):
+        for k, condition in enumerate(conditions):
+            mine = labels[cells] == condition
+            if show_cells:
+                panel.scatter(times[cells][mine], values[mine, g], s=size, color=colours[condition], alpha=0.35,
+                              linewidths=0, rasterized=True)
+            panel.plot(grid, curves[column, k], color=colours[condition], lw=2.2, label=condition)
+        if params["sample"]:
+            for bound in np.asarray(entry["covered"], dtype=float):
+                panel.axvline(bound, color="0.4", lw=0.8, ls=":")
+        panel.set_title(f"{gene} ({format_pvalue(pvals[column], 'p')}; {format_pvalue(qvals[column], 'q')})")
+        panel.set_xlabel(f"pseudotime, lineage to {entry['lineage']}")
+        panel.set_ylabel(f"expression ({shown})")
+        set_frame(panel, frameon)
+    if legend_loc is not None:
+        place_legend(panels[-1], legend_loc, title="condition")
+    return finish_panels(fig, panels, created=created, show=show, save=save, return_fig=return_fig)
+
+
 def _stored(adata: AnnData, result: str, method: str) -> Mapping:
     """``adata.uns[result]``, a result of ``sks.tl.{method}``; a KeyError naming those present otherwise."""
     entry = adata.uns.get(result) if isinstance(result, str) else None
@@ -191,3 +283,4 @@ def _stored(adata: AnnData, result: str, method: str) -> Mapping:
 
 plot_doc(condition_fates)
 plot_doc(condition_progression)
+plot_doc(condition_curves)

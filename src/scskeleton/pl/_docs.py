@@ -21,6 +21,13 @@ legend_loc
     Where the legend of a categorical colour goes, as in
     :func:`scanpy.pl.embedding`: ``"right margin"`` (default), ``"on data"``
     or ``None`` for none.""",
+    "legend_loc_conditions": """\
+legend_loc
+    Where the legend of the conditions goes: ``"right margin"`` (default),
+    ``"best"`` or another matplotlib location, or ``None`` for none.""",
+    "frameon": """\
+frameon
+    Draw the axes frame; ``None`` follows scanpy's setting.""",
     "ax_new": """\
 ax
     Draw into this Axes instead of a new figure.""",

@@ -2,6 +2,8 @@
 
 from .conditions.fates import condition_fates
 from .conditions.progression import condition_progression
+from .conditions.topology import condition_topology
+from .conditions.trends import condition_test
 from .genes.activation import activation
 from .genes.association_test import association_test
 from .genes.branch_test import branch_test
@@ -33,6 +35,8 @@ __all__ = [
     "cleanup",
     "condition_fates",
     "condition_progression",
+    "condition_test",
+    "condition_topology",
     "convex_embedding",
     "ddrtree",
     "esl",

@@ -10,4 +10,6 @@
 ``branches``     the branch test and the fork test
 ``association``  one curve per lineage against a constant (the whole tree), activation timing
 ``modules``      genes clustered by the shape of their fitted trends
+``conditions``   per-unit summaries compared between conditions; relabelling nulls
+``condition_trends`` one curve per condition along a lineage, samples as units
 """

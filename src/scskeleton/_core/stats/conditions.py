@@ -15,6 +15,9 @@ tests. The weighted kernel densities at the end draw a condition's cells along a
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,3 +106,86 @@ def kernel_width(values: np.ndarray, weights: np.ndarray) -> float:
     spread = np.sqrt(weights @ (values - mean) ** 2 / total)
     n_eff = total**2 / (weights @ weights)
     return float(max(spread, 1e-12) * n_eff ** (-0.2))
+
+
+def relabellings(unit_condition: np.ndarray, n_permutations: int, rng: np.random.Generator, *,
+                 chunk: int = 64) -> tuple[Iterator[np.ndarray], bool]:
+    """Assignments of the units to the conditions that keep each condition's number of units: every
+    distinct one where there are at most ``n_permutations``, else ``n_permutations`` drawn at random;
+    the observed first. Returns (blocks of at most ``chunk`` relabellings × units, exhaustive): held a
+    block at a time, so that cells as units (many) cost memory chunk × cells."""
+    unit_condition = np.asarray(unit_condition, dtype=np.intp)
+    sizes = np.bincount(unit_condition)
+    if _n_assignments(sizes) <= n_permutations:
+        every = np.array(list(_assignments(unit_condition.size, sizes)), dtype=np.intp)
+        others = every[~(every == unit_condition).all(axis=1)]
+        labels = np.vstack([unit_condition, others])
+        return (labels[lo:lo + chunk] for lo in range(0, labels.shape[0], chunk)), True
+
+    def drawn():
+        yield unit_condition[None, :]
+        for lo in range(0, n_permutations, chunk):
+            yield np.array([rng.permutation(unit_condition) for _ in range(min(chunk, n_permutations - lo))])
+
+    return drawn(), False
+
+
+def _n_assignments(sizes: np.ndarray) -> int:
+    """The multinomial coefficient: ways to deal the units into conditions of these sizes."""
+    total, count = 0, 1
+    for size in sizes:
+        total += int(size)
+        count *= math.comb(total, int(size))
+    return count
+
+
+def _assignments(n_units: int, sizes: np.ndarray):
+    """Every labelling of ``n_units`` units with ``sizes[c]`` units of condition c."""
+    def fill(free: tuple, condition: int, labels: list):
+        if condition == len(sizes) - 1:
+            for unit in free:
+                labels[unit] = condition
+            yield list(labels)
+            return
+        for chosen in itertools.combinations(free, int(sizes[condition])):
+            for unit in chosen:
+                labels[unit] = condition
+            rest = tuple(unit for unit in free if unit not in chosen)
+            yield from fill(rest, condition + 1, labels)
+
+    yield from fill(tuple(range(n_units)), 0, [0] * n_units)
+
+
+def share_spread(shares: np.ndarray, blocks: Iterable[np.ndarray], n_conditions: int) -> np.ndarray:
+    """For each labelling (the rows of ``blocks``, relabellings × units) of the units' ``shares``
+    (units × branches), the spread of the conditions' mean shares against the spread within them:
+    Σ_b Σ_c n_c (m̄_cb − m̄_b)² / Σ_b Σ_u (s_ub − m̄_c(u)b)², over the branches (inf where the
+    conditions differ and nothing varies within them, 0 where nothing varies at all).
+
+    Read from each condition's sums alone: Σ s² and the grand sums do not depend on the labels."""
+    shares = np.asarray(shares, dtype=float)
+    total_sq = float((shares**2).sum())
+    grand = float((shares.sum(axis=0) ** 2).sum()) / shares.shape[0]
+    explained = []
+    for block in blocks:
+        part = np.zeros(block.shape[0])
+        for c in range(n_conditions):
+            member = (block == c).astype(float)
+            sums = member @ shares  # labellings × branches
+            part += (sums**2).sum(axis=1) / member.sum(axis=1)
+        explained.append(part)
+    explained = np.concatenate(explained)
+    between = np.maximum(explained - grand, 0.0)
+    within = np.maximum(total_sq - explained, 0.0)
+    tiny = 1e-12 * max(total_sq, np.finfo(float).tiny)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(within > tiny, between / within, np.where(between > tiny, np.inf, 0.0))
+
+
+def permutation_pvalue(statistics: np.ndarray) -> float:
+    """The share of relabellings (``statistics[0]`` the observed) whose statistic is at least the
+    observed one: exact over every distinct relabelling, and valid over random ones."""
+    # the observed labelling is one of the distinct ones, and the drawn ones count it in beside
+    # themselves (Phipson & Smyth 2010): either way (1 + those beyond) / (1 + the others)
+    at_least = np.sum(statistics[1:] >= statistics[0] * (1 - 1e-12))
+    return float((1 + at_least) / statistics.size)
