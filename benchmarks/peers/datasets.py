@@ -23,7 +23,8 @@ with scanpy 1.11.5 and scipy 1.17 (``'csr_array' object has no attribute
   ``uns["truth"]["source"]``. Without truth (pbmc68k_reduced) only
   ``root_cell`` and ``source`` are written.
 
-``X_pca``: for counts, 30 PCs (``sc.pp.pca(random_state=0)``) after
+``obs["n_genes_by_counts"]`` (counts only): the genes detected per cell, as
+``sc.pp.calculate_qc_metrics`` writes it. ``X_pca``: for counts, 30 PCs (``sc.pp.pca(random_state=0)``) after
 ``normalize_total`` and ``log1p``; for continuous data, 30 PCs of the data as
 given, or the data themselves when they have at most 30 dimensions.
 
@@ -88,6 +89,8 @@ def prepare(adata: ad.AnnData, *, counts: bool) -> ad.AnnData:
     adata = adata.copy()
     if counts:
         adata.X = adata.X.astype(np.float32)
+        # scanpy's quality metrics, as any workflow computes them: the genes detected per cell
+        adata.obs["n_genes_by_counts"] = np.asarray((adata.X > 0).sum(axis=1)).ravel()
         sc.pp.normalize_total(adata)
         sc.pp.log1p(adata)
     if counts or adata.n_vars > N_PCS:
@@ -95,7 +98,7 @@ def prepare(adata: ad.AnnData, *, counts: bool) -> ad.AnnData:
     else:
         adata.obsm["X_pca"] = np.asarray(adata.X.toarray() if hasattr(adata.X, "toarray") else adata.X, dtype=np.float32)
     sc.pp.neighbors(adata, n_neighbors=N_NEIGHBORS, use_rep="X_pca", random_state=0, transformer="sklearn")
-    obs = adata.obs[[c for c in TRUTH_OBS if c in adata.obs]].copy()
+    obs = adata.obs[[c for c in (*TRUTH_OBS, "n_genes_by_counts") if c in adata.obs]].copy()
     for column in ("edge", "fate"):
         if column in obs:
             obs[column] = pd.Categorical(obs[column].astype(str))

@@ -23,6 +23,18 @@ key
     "seed_kinds": """\
 ``None`` (a fresh seed), an int, or a ``numpy.random.Generator``
 (one seed drawn from it); the seed used is stored in ``params``.""",
+    "ignore_depth": """\
+ignore_depth
+    Ignore the components of ``use_rep`` that carry the cells' sequencing
+    depth and no cell state: those that follow the number of genes detected
+    per cell (Spearman |ρ| ≥ 0.9; read from ``adata.X`` or
+    ``obs["n_genes_by_counts"]``) and that the other components do not
+    predict (kNN R² < 0.2). On shallow counts whose libraries differ
+    many-fold, log-normalised values keep each cell's zeros, and that
+    depth can be the first principal component; a tree fitted along it
+    runs along the depth. Each such component is set to its mean (the
+    tree's nodes keep every dimension), a warning names it, and
+    ``params["depth_components"]`` records it. Default ``True``.""",
     "copy": """\
 copy
     Return a copy instead of writing to ``adata``.""",

@@ -482,3 +482,35 @@ def stored_neighbors(adata: AnnData, neighbors_key: str, *, fields=("distances",
         raise ValueError(f"{where} has shape {graph.shape}, but adata has {adata.n_obs} cells: the graph was "
                          f"computed on other cells (a subset?). Rerun {hint} on this AnnData.")
     return graph, where
+
+
+#: ``obs`` columns of scanpy's quality metrics that count the genes detected in each cell.
+DETECTED_COLUMNS = ("n_genes_by_counts", "n_genes")
+#: A matrix whose zeros are detections has at least this share of zeros (scaled values have none).
+MIN_ZERO_SHARE = 0.05
+
+
+def detected_genes(adata: AnnData) -> tuple[np.ndarray | None, str]:
+    """Each cell's number of detected genes and where it was read: the non-zeros of ``adata.X``
+    (in memory, with zeros for undetected genes: counts or log-normalised values, not scaled ones),
+    else ``obs["n_genes_by_counts"]`` or ``obs["n_genes"]`` (scanpy's quality metrics); ``None``
+    where neither is there."""
+    matrix = adata.X
+    if matrix is not None and not is_dask(matrix) and 0 not in matrix.shape:
+        if sparse.issparse(matrix):
+            csr = sparse.csr_matrix(matrix)
+            stored = np.diff(csr.indptr)
+            explicit_zeros = np.bincount(np.repeat(np.arange(csr.shape[0]), stored)[csr.data == 0],
+                                         minlength=csr.shape[0])
+            detected = stored - explicit_zeros
+            zeros = 1.0 - detected.sum() / float(np.prod(csr.shape))
+        else:
+            dense = np.asarray(matrix)
+            detected = np.count_nonzero(dense, axis=1)
+            zeros = 1.0 - detected.sum() / float(dense.size)
+        if zeros >= MIN_ZERO_SHARE:
+            return np.asarray(detected, dtype=float), expression_name(None)
+    for column in DETECTED_COLUMNS:
+        if column in adata.obs and pd.api.types.is_numeric_dtype(adata.obs[column]):
+            return adata.obs[column].to_numpy(dtype=float), f"obs[{column!r}]"
+    return None, ""

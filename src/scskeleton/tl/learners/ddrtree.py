@@ -11,7 +11,16 @@ from ..._anndata.schema import latent_key
 from ..._core.trees import ddrtree as core
 from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ..._dask import is_dask
-from .recipe import check_tree_input, finish, fit_params, fit_run, read_input, warn_unconverged
+from .recipe import (
+    check_tree_input,
+    depth_list,
+    finish,
+    fit_params,
+    fit_run,
+    read_input,
+    warn_unconverged,
+    without_depth,
+)
 
 
 def ddrtree(
@@ -29,6 +38,7 @@ def ddrtree(
     prune: bool = True,
     min_branch_extension: float = MIN_EXTENSION,
     min_branch_fraction: float = MIN_MASS,
+    ignore_depth: bool = True,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -130,6 +140,7 @@ def ddrtree(
         A terminal branch must also hold at least this share of the cells, and
         never fewer than 10 cells (on a few hundred cells a share of 1 % is a
         stub of 2–3); 0 lifts both.
+    {ignore_depth}
     key_added
         Key of the results; default ``"ddrtree"``.
     random_state
@@ -171,6 +182,7 @@ def ddrtree(
     inputs = read_input(adata, key_added=key_added, method="ddrtree", use_rep=use_rep, n_pcs=n_pcs,
                         random_state=random_state, lazy=True)
     check_tree_input(adata, inputs, "DDRTree")
+    inputs, depth = without_depth(adata, inputs, "DDRTree", ignore_depth=ignore_depth)
     n_cells = inputs.data.shape[0]
     resolved_centers = core.default_n_centers(n_cells) if n_centers is None else n_centers
     resolved_lam = core.default_lam(n_cells) if lam is None else lam
@@ -200,7 +212,8 @@ def ddrtree(
 
     own = {"n_components": result.projection.shape[1], "n_centers": resolved_centers, "sigma": result.sigma,
            "gamma": gamma, "lam": resolved_lam}
-    params = fit_params(inputs, inputs.data.shape[1], own, maxiter=maxiter, tol=tol) | pruning
+    params = fit_params(inputs, inputs.data.shape[1], own, maxiter=maxiter, tol=tol) | pruning | {
+        "ignore_depth": ignore_depth, "depth_components": depth_list(depth)}
     summary = f"{result.n_iter} iterations, {result.centers.shape[0]} nodes, {result.n_pruned} spurious branches pruned"
     return finish(adata, copy=copy, run=run, summary=summary, write=lambda target: write_graph(
         target,

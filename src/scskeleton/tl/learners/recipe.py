@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from ..._anndata.inputs import (
     check_key,
     check_random_state,
     choose_representation,
+    detected_genes,
     get_representation,
     warn_if_counts,
     warn_if_diffusion_map,
@@ -35,6 +36,7 @@ from ..._anndata.inputs import (
 from ..._anndata.progress import SolverRun, solver_run
 from ..._anndata.results import write_result
 from ..._core.cellgraphs.landmarks import LandmarkGraph
+from ..._core.depth import depth_components
 from ..._dask import is_dask
 from .landmarks import landmark_summary, write_landmark_graph
 
@@ -81,6 +83,48 @@ def check_tree_input(adata: AnnData, inputs: LearnerInput, name: str) -> None:
     warn_if_diffusion_map(adata, inputs.use_rep, name)
     warn_if_genes(inputs.use_rep, inputs.data.shape[1], name)
     warn_if_few_cells(inputs.data.shape[0], name)
+
+
+def without_depth(adata: AnnData, inputs: LearnerInput, name: str, *,
+                  ignore_depth: bool) -> tuple[LearnerInput, list]:
+    """``inputs`` with the components that carry sequencing depth (:mod:`~scskeleton._core.depth`)
+    set to their mean, so that the tree ignores them, and those components (0-based).
+
+    A column set to one value adds the same term to a cell's distance from every node, so the
+    fit, the cells' assignment and any later projection of cells onto the nodes behave as if the
+    column were gone, and the nodes keep the representation's dimensions (plots, ``tl.project``).
+    The check needs each cell's number of detected genes (:func:`detected_genes`) and an
+    in-memory representation of components (``use_rep`` other than ``"X"``); without them, or with
+    ``ignore_depth=False``, ``inputs`` are returned as they are."""
+    if not ignore_depth or inputs.use_rep == "X" or is_dask(inputs.data):
+        return inputs, []
+    detected, source = detected_genes(adata)
+    if detected is None:
+        return inputs, []
+    found = depth_components(inputs.data, detected)
+    if found.columns.size == 0:
+        return inputs, []
+    columns = [int(c) for c in found.columns]
+    listed = ", ".join(f"{c + 1} (Spearman {r:+.2f} with the genes detected per cell, {p:.2f} of it predicted by "
+                       "the other components)" for c, r, p in zip(columns, found.correlation, found.predicted))
+    logg.warning(
+        f"{name}: component(s) {listed} of adata.obsm[{inputs.use_rep!r}] follow the cells' sequencing depth "
+        f"({source}) and no cell state, so the tree ignores them. Normalise the depth away before the PCA (e.g. "
+        "sc.experimental.pp.normalize_pearson_residuals), or pass ignore_depth=False to fit them."
+    )
+    data = np.array(inputs.data, dtype=float, copy=True)
+    data[:, columns] = data[:, columns].mean(axis=0)
+    return replace(inputs, data=data), columns
+
+
+def depth_list(columns: list) -> str:
+    """The ignored depth components as ``params`` stores them: their 0-based indices, comma-separated."""
+    return ",".join(str(int(c)) for c in columns)
+
+
+def stored_depth(params) -> np.ndarray:
+    """The depth components a fit ignored, from its ``params`` (:func:`depth_list`; none for older fits)."""
+    return np.array([int(c) for c in str(params.get("depth_components", "")).split(",") if c], dtype=np.intp)
 
 
 def landmark_detail(n_landmarks: int | None) -> str:

@@ -14,7 +14,16 @@ from ..._core.trees import rpg as core
 from ..._core.trees.defaults import MIN_NODES
 from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ..._dask import is_dask
-from .recipe import check_tree_input, finish, fit_params, fit_run, read_input, warn_unconverged
+from .recipe import (
+    check_tree_input,
+    depth_list,
+    finish,
+    fit_params,
+    fit_run,
+    read_input,
+    warn_unconverged,
+    without_depth,
+)
 
 _TUNING = """
     Tuning (§6.1 of the paper): start with a small ``sigma``, then lower
@@ -55,6 +64,7 @@ def rpg(
     prune: bool = True,
     min_branch_extension: float = MIN_EXTENSION,
     min_branch_fraction: float = MIN_MASS,
+    ignore_depth: bool = True,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -123,6 +133,7 @@ def rpg(
         noise widths out of the rest of the tree along its direction and it
         holds at least ``min_branch_fraction`` of the cells, and never fewer
         than 10 cells (on a few hundred cells a share of 1 % is a stub of 2–3).
+    {ignore_depth}
     key_added
         Key of the results; default ``"rpg"``.
     random_state
@@ -170,6 +181,7 @@ def rpg_l1(
     prune: bool = True,
     min_branch_extension: float = MIN_EXTENSION,
     min_branch_fraction: float = MIN_MASS,
+    ignore_depth: bool = True,
     key_added: str | None = None,
     random_state: int | np.random.Generator | None = 0,
     copy: bool = False,
@@ -217,6 +229,7 @@ def rpg_l1(
         Candidate edges per landmark (symmetrised), fewer than K. ``None``: 10,
         or K − 1 on graphs of fewer than 11 nodes. Edges outside this set are
         never created, so it bounds which parts of the data can be joined.
+    {ignore_depth}
     key_added
         Key of the results; default ``"rpg_l1"``.
 
@@ -252,10 +265,11 @@ rpg_l1.__doc__ = rpg_l1.__doc__.replace("{tuning}", _TUNING)
 
 
 def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, lam, n_neighbors, maxiter, tol,
-         over_relax, prune, min_branch_extension, min_branch_fraction, key_added, random_state, copy):
+         over_relax, prune, min_branch_extension, min_branch_fraction, ignore_depth, key_added, random_state, copy):
     inputs = read_input(adata, key_added=key_added, method=default_key, use_rep=use_rep, n_pcs=n_pcs,
                         random_state=random_state, lazy=True)
     check_tree_input(adata, inputs, "RPG")
+    inputs, depth = without_depth(adata, inputs, "RPG", ignore_depth=ignore_depth)
     data = inputs.data
     n_cells = data.shape[0]
     default_nodes = core.default_n_nodes if graph == "tree" else core.default_l1_nodes
@@ -263,9 +277,13 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
     name = "principal tree" if graph == "tree" else "ℓ1 principal graph"
     columns = None
     if graph == "tree" and n_pcs is None:
-        columns = _tree_columns(data, inputs.use_rep, allow_weak=n_nodes is None)
-        if columns.n_columns < data.shape[1]:
-            data = data[:, : columns.n_columns]
+        # the components set aside as depth carry no variance: the noise floor is read without them
+        columns = _tree_columns(np.delete(data, depth, axis=1) if depth else data, inputs.use_rep,
+                                allow_weak=n_nodes is None)
+        kept = np.flatnonzero(~np.isin(np.arange(data.shape[1]), depth))
+        n_columns = int(kept[columns.n_columns - 1]) + 1 if columns.n_columns < kept.size else data.shape[1]
+        if n_columns < data.shape[1]:
+            data = data[:, :n_columns]
         if columns.weak and columns.principal:
             resolved_nodes = min(MIN_NODES, n_cells)
     if graph == "l1" and n_neighbors is None:
@@ -298,7 +316,8 @@ def _fit(adata, *, graph, default_key, use_rep, n_pcs, n_nodes, sigma, gamma, la
 
     params = fit_params(inputs, data.shape[1], {"n_nodes": resolved_nodes, "sigma": result.sigma, "gamma": gamma},
                         maxiter=maxiter, tol=tol)
-    params.update(over_relax=over_relax, **pruning)
+    params.update(over_relax=over_relax, **pruning, ignore_depth=ignore_depth,
+                  depth_components=depth_list(depth))
     if graph == "l1":
         params.update(lam=lam, n_neighbors=n_neighbors, n_candidate_edges=result.candidate_edges.shape[0])
     if columns is not None and columns.signal_to_noise is not None:

@@ -20,6 +20,7 @@ from ..._anndata.results import update_entry
 from ..._anndata.schema import StoredGraph, cell_projection, is_cell_graph, read_graph, resolve_key
 from ..._core.trees import support as core
 from ..._core.validation import check_integer
+from ..learners.recipe import stored_depth
 
 #: The learners a stored tree can be refitted with: those that fit a node graph.
 REFITTED = tuple(method for method, learner in LEARNERS.items() if learner.nodes in ("latent", "space"))
@@ -138,6 +139,12 @@ def branch_support(
     use_rep = str(params["use_rep"])
     n_pcs = params.get("n_pcs")
     data = get_representation(adata, use_rep=use_rep, n_pcs=None if n_pcs is None else int(n_pcs))
+    # the components the fit ignored as sequencing depth are ignored by the refits too (they see
+    # no expression to find them in)
+    depth = stored_depth(params)
+    if depth.size:
+        data = data.copy()
+        data[:, depth] = data[:, depth].mean(axis=0)
     kwargs = _refit_kwargs(learner, params, n_sub)
 
     start = logg.info(
