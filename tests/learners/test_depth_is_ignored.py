@@ -78,3 +78,28 @@ def test_branch_support_refits_ignore_the_same_component(with_depth):
     sks.tl.pseudotime(adata, "rpg")
     sks.tl.branch_support(adata, "rpg", n_boot=5)
     assert np.min(adata.uns["rpg"]["branch_support"]["branch_points"]) >= 0.8
+
+
+def test_the_diffusion_order_reads_a_neighbour_graph_without_the_depth(with_depth):
+    from scipy.stats import spearmanr
+
+    import scanpy as sc
+
+    adata, reference = with_depth.copy(), with_depth.copy()
+    sc.pp.neighbors(adata, use_rep="X_pca", transformer="sklearn")  # built with the depth, as a user would
+    sc.pp.neighbors(reference, use_rep="X_state", transformer="sklearn")
+    for each, rep in ((adata, "X_pca"), (reference, "X_state")):
+        sks.tl.rpg(each, use_rep=rep)
+        sks.tl.root(each, "rpg", obs_min="true_pseudotime")
+        sks.tl.pseudotime(each, "rpg")
+        assert each.uns["rpg"]["pseudotime_order"] == "diffusion"
+    truth = adata.obs["true_pseudotime"]
+    found = spearmanr(adata.obs["rpg_pseudotime"], truth).correlation
+    alone = spearmanr(reference.obs["rpg_pseudotime"], truth).correlation
+    assert found > 0.9 and abs(found - alone) < 0.02
+    kept = with_depth.copy()
+    sc.pp.neighbors(kept, use_rep="X_pca", transformer="sklearn")
+    sks.tl.rpg(kept, ignore_depth=False)
+    sks.tl.root(kept, "rpg", obs_min="true_pseudotime")
+    sks.tl.pseudotime(kept, "rpg")
+    assert spearmanr(kept.obs["rpg_pseudotime"], truth).correlation < found - 0.05

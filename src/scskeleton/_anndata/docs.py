@@ -29,7 +29,7 @@ ignore_depth
     depth and no cell state: those that follow the number of genes detected
     per cell (Spearman |ρ| ≥ 0.9; read from ``adata.X`` or
     ``obs["n_genes_by_counts"]``) and that the other components do not
-    predict (kNN R² < 0.2). On shallow counts whose libraries differ
+    predict (kNN R² < 0.5). On shallow counts whose libraries differ
     many-fold, log-normalised values keep each cell's zeros, and that
     depth can be the first principal component; a tree fitted along it
     runs along the depth. Each such component is set to its mean (the
