@@ -27,7 +27,7 @@ key
 ignore_depth
     Ignore the components of ``use_rep`` that carry the cells' sequencing
     depth and no cell state: those that follow the number of genes detected
-    per cell (Spearman |ρ| ≥ 0.9; read from ``adata.X`` or
+    per cell (absolute Spearman correlation ≥ 0.9; read from ``adata.X`` or
     ``obs["n_genes_by_counts"]``) and that the other components do not
     predict (kNN R² < 0.5). On shallow counts whose libraries differ
     many-fold, log-normalised values keep each cell's zeros, and that

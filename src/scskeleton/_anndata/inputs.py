@@ -490,13 +490,14 @@ DETECTED_COLUMNS = ("n_genes_by_counts", "n_genes")
 MIN_ZERO_SHARE = 0.05
 
 
-def detected_genes(adata: AnnData) -> tuple[np.ndarray | None, str]:
-    """Each cell's number of detected genes and where it was read: the non-zeros of ``adata.X``
-    (in memory, with zeros for undetected genes: counts or log-normalised values, not scaled ones),
-    else ``obs["n_genes_by_counts"]`` or ``obs["n_genes"]`` (scanpy's quality metrics); ``None``
-    where neither is there."""
+def detected_genes(adata: AnnData, rows: np.ndarray) -> tuple[np.ndarray | None, str]:
+    """The number of detected genes of the cells ``rows`` and where it was read: the non-zeros of
+    ``adata.X`` (in memory, with zeros for undetected genes: counts or log-normalised values, not
+    scaled ones), else ``obs["n_genes_by_counts"]`` or ``obs["n_genes"]`` (scanpy's quality
+    metrics); ``None`` where neither is there. Only those rows of ``X`` are read."""
     matrix = adata.X
     if matrix is not None and not is_dask(matrix) and 0 not in matrix.shape:
+        matrix = matrix[rows]
         if sparse.issparse(matrix):
             csr = sparse.csr_matrix(matrix)
             stored = np.diff(csr.indptr)
@@ -512,5 +513,5 @@ def detected_genes(adata: AnnData) -> tuple[np.ndarray | None, str]:
             return np.asarray(detected, dtype=float), expression_name(None)
     for column in DETECTED_COLUMNS:
         if column in adata.obs and pd.api.types.is_numeric_dtype(adata.obs[column]):
-            return adata.obs[column].to_numpy(dtype=float), f"obs[{column!r}]"
+            return adata.obs[column].to_numpy(dtype=float)[rows], f"obs[{column!r}]"
     return None, ""

@@ -8,7 +8,7 @@ dropout) the first PC followed the number of detected genes with Spearman ρ = 1
 true time with ρ = 0.01. A tree fitted with it runs along the depth axis.
 
 A component is taken for depth when it follows the number of genes detected per cell
-(|ρ| ≥ :data:`DEPTH_CORRELATION`) **and** the other components do not predict it (the
+(absolute Spearman ρ ≥ :data:`DEPTH_CORRELATION`) **and** the other components do not predict it (the
 R² of its mean over each cell's :data:`NEIGHBOURS` nearest cells in all the other components
 is below :data:`PREDICTED_SHARE`). The second condition keeps a component that tracks
 complexity because the cell state does (a differentiation that lowers the number of expressed
@@ -47,12 +47,17 @@ class DepthComponents:
     predicted: np.ndarray
 
 
+def sampled_rows(n_cells: int) -> np.ndarray:
+    """The cells the check reads: at most :data:`SAMPLE_CELLS`, evenly spaced (deterministic)."""
+    return np.unique(np.linspace(0, n_cells - 1, min(SAMPLE_CELLS, n_cells)).astype(np.intp))
+
+
 def depth_components(representation: np.ndarray, n_detected: np.ndarray) -> DepthComponents:
     """The columns of ``representation`` (cells × components) that carry depth (the module's rule),
-    from each cell's number of detected genes ``n_detected``. Reads at most :data:`SAMPLE_CELLS`
-    cells; deterministic."""
+    from each cell's number of detected genes ``n_detected``; read on :func:`sampled_rows` of the
+    cells given."""
     n_cells, n_columns = representation.shape
-    rows = np.unique(np.linspace(0, n_cells - 1, min(SAMPLE_CELLS, n_cells)).astype(np.intp))
+    rows = sampled_rows(n_cells)
     values = np.asarray(representation[rows], dtype=float)
     detected = np.asarray(n_detected, dtype=float)[rows]
     empty = DepthComponents(np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros(0))

@@ -11,16 +11,8 @@ from ..._anndata.schema import latent_key
 from ..._core.trees import ddrtree as core
 from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ..._dask import is_dask
-from .recipe import (
-    check_tree_input,
-    depth_list,
-    finish,
-    fit_params,
-    fit_run,
-    read_input,
-    warn_unconverged,
-    without_depth,
-)
+from .recipe import check_tree_input, depth_list, finish, fit_params, fit_run, read_input
+from .recipe import warn_unconverged, without_depth
 
 
 def ddrtree(

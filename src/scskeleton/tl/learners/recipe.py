@@ -36,7 +36,7 @@ from ..._anndata.inputs import (
 from ..._anndata.progress import SolverRun, solver_run
 from ..._anndata.results import write_result
 from ..._core.cellgraphs.landmarks import LandmarkGraph
-from ..._core.depth import depth_components
+from ..._core.depth import depth_components, sampled_rows
 from ..._dask import is_dask
 from .landmarks import landmark_summary, write_landmark_graph
 
@@ -98,10 +98,11 @@ def without_depth(adata: AnnData, inputs: LearnerInput, name: str, *,
     ``ignore_depth=False``, ``inputs`` are returned as they are."""
     if not ignore_depth or inputs.use_rep == "X" or is_dask(inputs.data):
         return inputs, []
-    detected, source = detected_genes(adata)
+    rows = sampled_rows(inputs.data.shape[0])
+    detected, source = detected_genes(adata, rows)
     if detected is None:
         return inputs, []
-    found = depth_components(inputs.data, detected)
+    found = depth_components(inputs.data[rows], detected)
     if found.columns.size == 0:
         return inputs, []
     columns = [int(c) for c in found.columns]

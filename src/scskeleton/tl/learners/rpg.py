@@ -14,16 +14,8 @@ from ..._core.trees import rpg as core
 from ..._core.trees.defaults import MIN_NODES
 from ..._core.trees.pruning import MIN_EXTENSION, MIN_MASS
 from ..._dask import is_dask
-from .recipe import (
-    check_tree_input,
-    depth_list,
-    finish,
-    fit_params,
-    fit_run,
-    read_input,
-    warn_unconverged,
-    without_depth,
-)
+from .recipe import check_tree_input, depth_list, finish, fit_params, fit_run, read_input
+from .recipe import warn_unconverged, without_depth
 
 _TUNING = """
     Tuning (§6.1 of the paper): start with a small ``sigma``, then lower
