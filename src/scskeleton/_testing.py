@@ -510,3 +510,14 @@ def following_fate(adata, fate: str, key: str = "rpg") -> int:
     fit = [np.corrcoef(truth[rows], probabilities[rows, k])[0, 1] if spread[k] else -np.inf
            for k in range(probabilities.shape[1])]
     return int(np.argmax(fit))
+
+
+def longest_lineage(adata, key: str = "rpg") -> str:
+    """The tip (milestone name) whose leaf segment holds the most cells: a lineage every sample
+    reaches (a root inside the tree leaves a short one towards its nearest tip)."""
+    entry = adata.uns[key]
+    names = dict(zip(np.asarray(entry["milestones"]["nodes"]).tolist(), entry["milestones"]["names"]))
+    held = adata.obs[f"{key}_segment"].astype(str).value_counts()
+    leaves = {names[int(np.asarray(nodes)[-1])]: held.get(segment, 0) for segment, nodes in entry["segments"].items()
+              if str(names.get(int(np.asarray(nodes)[-1]), "")).startswith("tip")}
+    return max(leaves, key=leaves.get)

@@ -9,7 +9,7 @@ from scipy import stats
 
 import scskeleton as sks
 from scskeleton._core.stats.condition_trends import condition_trend_test
-from scskeleton._testing import conditions_with_fates
+from scskeleton._testing import conditions_with_fates, longest_lineage
 
 
 def lineage_with_samples(seed, *, per_condition, delay=0.0, offset_sd=0.3, slope_sd=0.2, effect=0.0,
@@ -81,16 +81,6 @@ def treated():
     return adata
 
 
-def longest_lineage(adata) -> str:
-    """The tip whose leaf segment holds the most cells (a root inside the tree leaves a short one)."""
-    entry = adata.uns["rpg"]
-    names = dict(zip(np.asarray(entry["milestones"]["nodes"]).tolist(), entry["milestones"]["names"]))
-    held = adata.obs["rpg_segment"].astype(str).value_counts()
-    leaves = {names[int(np.asarray(nodes)[-1])]: held.get(segment, 0) for segment, nodes in entry["segments"].items()
-              if names.get(int(np.asarray(nodes)[-1]), "").startswith("tip")}
-    return max(leaves, key=leaves.get)
-
-
 def test_changed_genes_are_found_and_the_result_survives_h5ad(treated, tmp_path):
     adata = treated.copy()
     tip = longest_lineage(adata)
@@ -156,3 +146,21 @@ def test_two_samples_a_condition_compare_the_level_alone(treated):
     sks.tl.condition_test(adata, "rpg", condition="condition", sample="sample", lineage=longest_lineage(adata))
     assert adata.uns["rpg_condition_test"]["n_components"] == 1
     assert np.isfinite(adata.var["rpg_condition_test_pval"]).all()
+
+
+def test_on_a_view_the_parent_is_left_alone_and_a_second_run_replaces_the_first(treated):
+    parent = treated.copy()
+    before_uns, before_var = set(parent.uns), list(parent.var.columns)
+    view = parent[parent.obs["sample"] != "control_4"]
+    tip = longest_lineage(parent)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", anndata.ImplicitModificationWarning)
+        sks.tl.condition_test(view, "rpg", condition="condition", sample="sample", lineage=tip, key_added="on_view")
+    assert set(parent.uns) == before_uns and list(parent.var.columns) == before_var
+    assert view.uns["on_view"]["units"].size == 7
+    first = view.var["on_view_pval"].to_numpy().copy()
+    sks.tl.condition_test(view, "rpg", condition="condition", sample="sample", lineage=tip, key_added="on_view",
+                          genes=view.var_names[:30])
+    # the second run replaces the first: genes it did not test are NaN, not left from before
+    assert np.isnan(view.var["on_view_pval"].to_numpy()[30:]).all()
+    np.testing.assert_allclose(view.var["on_view_pval"].to_numpy()[:30], first[:30], rtol=1e-10)

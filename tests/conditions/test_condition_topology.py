@@ -103,3 +103,16 @@ def test_bad_input_is_refused_and_leaves_adata_alone(lacking, change, kwargs, er
         with pytest.raises(error, match=fragment):
             sks.tl.condition_topology(adata, "rpg", **kwargs)
     assert set(adata.uns) == before
+
+
+def test_on_a_view_the_parent_is_left_alone_and_a_second_run_replaces_the_first(lacking):
+    parent = lacking.copy()
+    before = set(parent.uns)
+    view = parent[parent.obs["sample"] != "control_5"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", anndata.ImplicitModificationWarning)
+        sks.tl.condition_topology(view, "rpg", condition="condition", sample="sample", key_added="on_view")
+    assert set(parent.uns) == before and view.uns["on_view"]["units"].size == 9
+    first = view.uns["on_view"]["pval"].copy()
+    sks.tl.condition_topology(view, "rpg", condition="condition", sample="sample", key_added="on_view")
+    np.testing.assert_array_equal(view.uns["on_view"]["pval"], first)

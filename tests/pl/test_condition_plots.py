@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import scskeleton as sks
-from scskeleton._testing import conditions_with_fates
+from scskeleton._testing import conditions_with_fates, longest_lineage
 
 
 @pytest.fixture(scope="module")
@@ -69,12 +69,7 @@ def test_one_panel_per_lineage_with_a_density_per_condition_and_per_sample(paced
 def curved():
     adata = conditions_with_fates(3, n_cells=1500, n_genes=120, n_fates=2, samples_per_condition=4,
                                   condition_genes=0.2, sample_expression_sd=0.1)
-    held = adata.obs["rpg_segment"].astype(str).value_counts()
-    entry = adata.uns["rpg"]
-    names = dict(zip(np.asarray(entry["milestones"]["nodes"]).tolist(), entry["milestones"]["names"]))
-    leaves = {names[int(np.asarray(nodes)[-1])]: held.get(segment, 0) for segment, nodes in entry["segments"].items()
-              if names.get(int(np.asarray(nodes)[-1]), "").startswith("tip")}
-    sks.tl.condition_test(adata, "rpg", condition="condition", sample="sample", lineage=max(leaves, key=leaves.get))
+    sks.tl.condition_test(adata, "rpg", condition="condition", sample="sample", lineage=longest_lineage(adata))
     return adata
 
 

@@ -38,6 +38,12 @@ def category_colors(adata: AnnData, key: str, categories: Sequence) -> list:
     return [NA_COLOR] * n
 
 
+def tab10_colors(labels: Sequence) -> list:
+    """One colour per label, in order: matplotlib's ``tab10``, repeating past ten."""
+    tab10 = plt.get_cmap("tab10").colors
+    return [tab10[i % len(tab10)] for i in range(len(labels))]
+
+
 def lineage_colors(adata: AnnData, key: str, labels: Sequence[str], groupby: str | None = None) -> list:
     """Colours of the lineages (or branches) ``labels`` of the gene-level result ``uns[key]``.
 
@@ -50,9 +56,8 @@ def lineage_colors(adata: AnnData, key: str, labels: Sequence[str], groupby: str
     palette that no other lineage has. Without ``groupby``: matplotlib's ``tab10``.
     """
     labels = [str(label) for label in labels]
-    tab10 = plt.get_cmap("tab10").colors
     if groupby is None:
-        return [tab10[i % len(tab10)] for i in range(len(labels))]
+        return tab10_colors(labels)
     check_groupby(adata, groupby)
     _, cells = branch_cells(adata, key)
     categories = [str(c) for c in group_labels(adata, groupby).categories]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from anndata import AnnData
 from matplotlib.axes import Axes
@@ -15,6 +14,7 @@ from matplotlib.figure import Figure
 
 from .._anndata.schema import fate_probabilities_key, pseudotime_key, segment_key
 from .._core.stats.conditions import kernel_width, weighted_density
+from ._colors import tab10_colors
 from ._docs import plot_doc
 from ._figures import finish, finish_panels, new_axes, panel_grid, set_frame
 from ._labels import format_pvalue
@@ -78,8 +78,7 @@ def condition_fates(
                                for k, c in enumerate(conditions)])
 
     fig, ax, created = new_axes(ax, figsize=(max(4.0, 0.45 * position.size + 2.0), 3.6))
-    tab10 = plt.get_cmap("tab10").colors
-    colours = [tab10[k % len(tab10)] for k in range(len(fates))]
+    colours = tab10_colors(fates)
     bottom = np.zeros(order.size)
     for k, fate in enumerate(fates):
         label = f"{fate} ({format_pvalue(entry['pval'][k], 'p')}; {format_pvalue(entry['qval'][k], 'q')})"
@@ -154,8 +153,7 @@ def condition_progression(
     samples = adata.obs[str(params["sample"])].astype(str).to_numpy() if params["sample"] else None
     usable = np.isfinite(times) & np.isfinite(probabilities).all(axis=1)
     grid = np.linspace(np.nanmin(times[usable]), np.nanmax(times[usable]), 200)
-    tab10 = plt.get_cmap("tab10").colors
-    colours = {c: tab10[k % len(tab10)] for k, c in enumerate(conditions)}
+    colours = dict(zip(conditions, tab10_colors(conditions)))
 
     fig, panels, created = panel_grid(len(lineages), ncols=ncols, ax=ax, panel_size=(4.2, 3.2), what="lineage")
     for k, (panel, lineage) in enumerate(zip(panels, lineages)):
@@ -249,8 +247,7 @@ def condition_curves(
     grid = np.asarray(entry["grid"], dtype=float)
     pvals, qvals = adata.var[f"{result}_pval"].to_numpy(), adata.var[f"{result}_qval"].to_numpy()
     size = min(20.0, 12000.0 / max(cells.size, 1)) if size is None else size
-    tab10 = plt.get_cmap("tab10").colors
-    colours = {c: tab10[k % len(tab10)] for k, c in enumerate(conditions)}
+    colours = dict(zip(conditions, tab10_colors(conditions)))
 
     fig, panels, created = panel_grid(len(genes), ncols=ncols, ax=ax, panel_size=(4.2, 3.2), what="gene")
     for g, (panel, gene, column) in enumerate(zip(panels, genes, columns)):

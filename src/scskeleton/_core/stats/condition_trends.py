@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from .comparison import compare_branches
+from .comparison import compare_branches, curve_weights
 from .inference import MIN_VARYING_CELLS, benjamini_hochberg, blank_degenerate
 from .passes import sufficient_statistics
 from .splines import adapt_df, basis_for_curves, check_cells, check_df, penalized_fit, spline_basis
@@ -97,13 +97,13 @@ def condition_trend_test(
     df = check_df(df, allow_none=False)
     condition = np.asarray(condition, dtype=np.intp)
     names = names or [f"condition {c}" for c in range(n_conditions)]
-    weights = [np.ones(times.size)] + [(condition == c).astype(float) for c in range(n_conditions)]
-    basis = basis_for_curves(times, n_knots, weights, df)
-    grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
+    # the conditions are the branch test's branches, without a trunk (group 0 empty)
+    groups = condition + 1
     if sample is None:
-        comparison = compare_branches(matrix, rows, times, condition + 1, n_conditions, n_knots=n_knots, df=df,
+        comparison = compare_branches(matrix, rows, times, groups, n_conditions, n_knots=n_knots, df=df,
                                       columns=columns, names=names, trunk_name="no trunk")
-        curves, shared = comparison.curves(grid, times, condition + 1)
+        grid = np.linspace(comparison.basis.knots[0], comparison.basis.knots[-1], n_grid)
+        curves, shared = comparison.curves(grid, times, groups)
         covered = np.array([times.min(), times.max()])
         effect = _largest_difference(curves, grid, covered)
         return ConditionTrendResult(
@@ -112,6 +112,8 @@ def condition_trend_test(
             df=float(comparison.shared.edf[0]), knots=comparison.basis.knots, n_cells=comparison.counts[1:],
             degenerate=comparison.degenerate,
         )
+    basis = basis_for_curves(times, n_knots, curve_weights(groups, n_conditions), df)
+    grid = np.linspace(basis.knots[0], basis.knots[-1], n_grid)
     return _sample_test(matrix, rows, times, condition, n_conditions, np.asarray(sample, dtype=np.intp),
                         np.asarray(sample_condition, dtype=np.intp), basis=basis, grid=grid, df=df, n_knots=n_knots,
                         n_components=n_components, columns=columns, names=names)
